@@ -1,0 +1,280 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/examples/booking"
+	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/scripted"
+)
+
+// agents are the agents the CLI can run by name.
+var agents = map[string]func(wordsPerSecond float64) (*runtime.Agent, error){
+	"booking": func(wps float64) (*runtime.Agent, error) {
+		voice, err := scripted.NewTTS(scripted.WithWordsPerSecond(wps))
+		if err != nil {
+			return nil, err
+		}
+		return booking.New(booking.NewRestaurant(8), booking.WithTTS(voice)), nil
+	},
+}
+
+func agentNames() string {
+	names := make([]string, 0, len(agents))
+	for n := range agents {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// settleTimeout bounds how long the scripted console waits for the agent to
+// finish answering one line.
+const settleTimeout = 60 * time.Second
+
+func consoleCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("console", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	name := fs.String("agent", "booking", "agent to run ("+agentNames()+")")
+	eventsPath := fs.String("events", "", "also write every event as JSON lines to `FILE`")
+	wps := fs.Float64("words-per-second", 2.5, "speaking pace of the demo voice")
+	verbose := fs.Bool("v", false, "log debug detail to standard error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	build, ok := agents[*name]
+	if !ok {
+		return fmt.Errorf("no agent named %q (have: %s)", *name, agentNames())
+	}
+	agent, err := build(*wps)
+	if err != nil {
+		return err
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	sess, err := runtime.New(agent, runtime.WithLogger(logger))
+	if err != nil {
+		return err
+	}
+	var sink *events.JSONL
+	if *eventsPath != "" {
+		f, err := os.Create(*eventsPath)
+		if err != nil {
+			return fmt.Errorf("events file: %w", err)
+		}
+		defer f.Close()
+		sink = events.NewJSONL(f)
+		defer sink.Flush()
+	}
+	sub := sess.Subscribe(0)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	runErr := make(chan error, 1)
+	go func() { runErr <- sess.Run(ctx) }()
+
+	c := &console{sess: sess, sub: sub, out: stdout, sink: sink}
+	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		err = c.interactive(ctx, stdin, agent.OnEnter != nil)
+	} else {
+		err = c.scripted(ctx, stdin, agent.OnEnter != nil)
+	}
+	cancel()
+	if rerr := <-runErr; err == nil {
+		err = rerr
+	}
+	// Print whatever the session said while it wound down.
+	for e := range sub.C() {
+		c.show(e, false)
+	}
+	return err
+}
+
+type console struct {
+	sess *runtime.Session
+	sub  *events.Subscription
+	sink *events.JSONL
+
+	mu  sync.Mutex // guards out
+	out io.Writer
+}
+
+// show prints the lines a script reads: what the user said, what the agent
+// played, and each tool's terminal state.
+func (c *console) show(e events.Event, interactive bool) {
+	if c.sink != nil {
+		_ = c.sink.Write(e)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch e.Kind {
+	case events.UserTurn:
+		if !interactive {
+			fmt.Fprintf(c.out, "user: %s\n", e.Text)
+		}
+	case events.PlayoutDone:
+		if !interactive && e.Text != "" {
+			fmt.Fprintf(c.out, "agent: %s\n", e.Text)
+		}
+	case events.PlayoutTruncate:
+		if !interactive && e.Text != "" {
+			fmt.Fprintf(c.out, "agent: %s [interrupted]\n", e.Text)
+		}
+	case events.ToolTerminal:
+		fmt.Fprintf(c.out, "tool: %s -> %s\n", e.Tool, e.State)
+	case events.ProviderError:
+		fmt.Fprintf(c.out, "error: %s: %s\n", e.Provider, e.Error)
+	}
+}
+
+// until prints events until one satisfies done, within settleTimeout.
+func (c *console) until(ctx context.Context, what string, done func(events.Event) bool) error {
+	timer := time.NewTimer(settleTimeout)
+	defer timer.Stop()
+	for {
+		select {
+		case e, ok := <-c.sub.C():
+			if !ok {
+				return errors.New("session ended")
+			}
+			c.show(e, false)
+			if done(e) {
+				return nil
+			}
+		case <-timer.C:
+			return fmt.Errorf("agent did not settle within %v waiting for %s", settleTimeout, what)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// scripted reads one line per turn and waits for the agent to settle after
+// each, so the output is a faithful transcript of the conversation.
+func (c *console) scripted(ctx context.Context, stdin io.Reader, greets bool) error {
+	if greets {
+		started := false
+		if err := c.until(ctx, "the greeting", func(e events.Event) bool {
+			started = started || e.Kind == events.TurnStarted
+			return started && e.Kind == events.Idle
+		}); err != nil {
+			return err
+		}
+	}
+	lines := bufio.NewScanner(stdin)
+	for lines.Scan() {
+		line := strings.TrimSpace(lines.Text())
+		if line == "" {
+			continue
+		}
+		if err := c.sess.Inject(ctx, line); err != nil {
+			return err
+		}
+		heard := false
+		if err := c.until(ctx, "the answer to "+fmt.Sprintf("%q", line), func(e events.Event) bool {
+			heard = heard || (e.Kind == events.UserTurn && e.Text == line)
+			return heard && e.Kind == events.Idle
+		}); err != nil {
+			return err
+		}
+	}
+	return lines.Err()
+}
+
+// interactive lets the user type at any time: a line entered while the
+// agent speaks barges in. The agent's words appear as they are played.
+func (c *console) interactive(ctx context.Context, stdin io.Reader, _ bool) error {
+	fmt.Fprintln(c.out, "Talking to the agent. Type and press Enter; typing while it speaks interrupts it. Ctrl-D ends.")
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdin)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	captions := time.NewTicker(100 * time.Millisecond)
+	defer captions.Stop()
+	var (
+		epoch   uint64
+		printed string
+	)
+	finishLine := func(rest string, suffix string) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if epoch != 0 {
+			fmt.Fprintf(c.out, "%s%s\n", rest, suffix)
+		}
+		epoch, printed = 0, ""
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case line, ok := <-lines:
+			if !ok {
+				return nil
+			}
+			if strings.TrimSpace(line) == "" {
+				continue
+			}
+			if epoch != 0 {
+				finishLine("", " —")
+			}
+			if err := c.sess.Inject(ctx, strings.TrimSpace(line)); err != nil {
+				return err
+			}
+		case e, ok := <-c.sub.C():
+			if !ok {
+				return nil
+			}
+			c.show(e, true)
+			if (e.Kind == events.PlayoutDone || e.Kind == events.PlayoutTruncate) && e.Epoch == epoch {
+				suffix := ""
+				if e.Kind == events.PlayoutTruncate {
+					suffix = " [interrupted]"
+				}
+				finishLine(strings.TrimPrefix(e.Text, printed), suffix)
+			}
+		case <-captions.C:
+			cp, err := c.sess.NowPlaying(ctx)
+			if err != nil || cp.Text == "" {
+				continue
+			}
+			c.mu.Lock()
+			if cp.Epoch != epoch {
+				if epoch != 0 {
+					fmt.Fprintln(c.out)
+				}
+				epoch, printed = cp.Epoch, ""
+				fmt.Fprint(c.out, "agent: ")
+			}
+			if strings.HasPrefix(cp.Text, printed) {
+				fmt.Fprint(c.out, cp.Text[len(printed):])
+				printed = cp.Text
+			}
+			c.mu.Unlock()
+		}
+	}
+}

@@ -1,0 +1,55 @@
+// Command holdline runs Holdline voice agents.
+//
+//	holdline console --agent booking [--events FILE]
+//
+// console talks to an agent in the terminal: type as the caller; the agent's
+// reply streams at speaking pace, and a line entered while it speaks barges
+// in. With standard input not a terminal it reads one line per turn, waits
+// for each turn to settle and prints one line per event (user:, agent:,
+// tool:), so scripts can drive it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "holdline:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+const usage = `usage: holdline <command> [flags]
+
+commands:
+  console   talk to an agent in the terminal (holdline console --agent booking)
+`
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return flag.ErrHelp
+	}
+	switch args[0] {
+	case "console":
+		return consoleCmd(ctx, args[1:], stdin, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}

@@ -1,0 +1,62 @@
+package events
+
+import (
+	"time"
+)
+
+// Kind names an event. The string values are stable: they appear in JSONL
+// files and scenario expectations.
+type Kind string
+
+// Event kinds.
+const (
+	SessionStarted Kind = "session_started"
+	SessionEnded   Kind = "session_ended"
+
+	SpeechStarted Kind = "speech_started" // VAD: the user started speaking
+	SpeechStopped Kind = "speech_stopped" // VAD: the user stopped speaking
+	Transcript    Kind = "transcript"     // STT result (Final tells which)
+	UserTurn      Kind = "user_turn"      // a user message was committed to the context (spoken or injected)
+
+	BargeInConfirmed Kind = "barge_in_confirmed" // user input interrupted the agent
+
+	TurnStarted     Kind = "turn_started"      // a new agent turn (epoch) began
+	InferenceSent   Kind = "inference_sent"    // a model request went out
+	TurnInterrupted Kind = "turn_interrupted"  // the turn was cut short
+	PlayoutDone     Kind = "playout_done"      // all of the turn's audio played (Text: what was said)
+	PlayoutTruncate Kind = "playout_truncated" // the turn's audio was cut (Text: what was played)
+	TurnSettled     Kind = "turn_settled"      // nothing of the turn is still in flight
+	Idle            Kind = "idle"              // the agent has nothing left to do until the user acts
+
+	ToolRequested Kind = "tool_requested" // the model asked for a call
+	ToolStarted   Kind = "tool_started"   // the call's body began running
+	ToolTerminal  Kind = "tool_terminal"  // the call reached its terminal state (State)
+	ToolCommitted Kind = "tool_committed" // the call's result entered the chat context
+
+	ProviderError Kind = "provider_error" // an LLM, STT or TTS error (Provider, Error)
+	EventsDropped Kind = "events_dropped" // a slow subscriber lost Count events
+)
+
+// Event is one decision of the session core. Fields beyond the header are
+// set only where they mean something for the kind.
+type Event struct {
+	Seq     uint64        `json:"seq"`
+	Session string        `json:"session"`
+	Epoch   uint64        `json:"epoch"`
+	Time    time.Time     `json:"time"`
+	At      time.Duration `json:"at_ns"` // since the session started, on the session clock
+	Kind    Kind          `json:"kind"`
+
+	Text     string `json:"text,omitempty"`
+	Final    bool   `json:"final,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	CallID   string `json:"call_id,omitempty"`
+	Tool     string `json:"tool,omitempty"`
+	State    string `json:"state,omitempty"`
+	Provider string `json:"provider,omitempty"`
+	Error    string `json:"error,omitempty"`
+	Count    int    `json:"count,omitempty"`
+	// Played is how much of the turn's audio had been played, for playout
+	// events.
+	Played time.Duration `json:"played_ns,omitempty"`
+}

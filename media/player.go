@@ -1,0 +1,528 @@
+package media
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Sink receives paced audio, one frame per frame period, from the Player's
+// goroutine. It must not keep f.Samples after returning.
+type Sink interface {
+	WriteFrame(f Frame) error
+}
+
+// SinkFunc adapts an ordinary function to a Sink.
+type SinkFunc func(Frame) error
+
+// WriteFrame calls fn(f).
+func (fn SinkFunc) WriteFrame(f Frame) error { return fn(f) }
+
+// PlayerOption configures a Player; see NewPlayer.
+type PlayerOption func(*playerConfig)
+
+type playerConfig struct {
+	rate        int
+	frameDur    time.Duration
+	bufferDur   time.Duration
+	epochDone   func(epoch uint64)
+	idleSilence bool
+}
+
+// WithPlayerRate sets the sample rate of the queued and written audio
+// (default 16000). It must be one CheckRate accepts.
+func WithPlayerRate(rate int) PlayerOption {
+	return func(c *playerConfig) { c.rate = rate }
+}
+
+// WithFrameDuration sets the frame period: 10 or 20 ms (the default).
+func WithFrameDuration(d time.Duration) PlayerOption {
+	return func(c *playerConfig) { c.frameDur = d }
+}
+
+// WithBufferDuration sets how much audio can be queued before Enqueue blocks
+// (default 10 s). The buffer is allocated once, in NewPlayer.
+func WithBufferDuration(d time.Duration) PlayerOption {
+	return func(c *playerConfig) { c.bufferDur = d }
+}
+
+// WithEpochDone sets a function called, from the Player's goroutine, once all
+// audio of an epoch ended with EndEpoch has been handed to the sink. It must
+// not block: the next frame waits for it.
+func WithEpochDone(fn func(epoch uint64)) PlayerOption {
+	return func(c *playerConfig) { c.epochDone = fn }
+}
+
+// WithIdleSilence makes the Player write a silent frame (Epoch 0) every
+// period while nothing is queued, for sinks that expect a continuous stream
+// (an RTP sender keeping its timestamps, a sound card), instead of writing
+// nothing.
+func WithIdleSilence(on bool) PlayerOption {
+	return func(c *playerConfig) { c.idleSilence = on }
+}
+
+const (
+	defaultBufferDuration = 10 * time.Second
+	maxBufferDuration     = time.Hour
+
+	// playerEpochs is how many recent epochs Played remembers.
+	playerEpochs = 32
+	// playerSegments bounds the queued runs of audio. Runs of one epoch
+	// merge, so only interleaved epochs use more than one; Enqueue waits
+	// when they are all in use, like when the samples are.
+	playerSegments = 256
+)
+
+// segment is a run of queued samples of one epoch. end marks the last run
+// EndEpoch was called for: consuming it completes the epoch.
+type segment struct {
+	epoch uint64
+	count int
+	end   bool
+}
+
+// epochSlot is what the Player remembers about a recent epoch.
+type epochSlot struct {
+	epoch   uint64
+	played  int64 // samples handed to the sink
+	ended   bool  // EndEpoch seen: it fires at most once
+	pending bool  // ended with nothing queued: fire at the next tick
+}
+
+// Player is the paced output queue: producers Enqueue audio tagged with an
+// epoch (an agent turn) and Run hands it to a Sink one frame per frame
+// period, in real time. Flush drops an epoch's audio at once, for barge-in;
+// Played is the playout clock, telling how much of an epoch was actually
+// handed out, so a turn can be truncated at what the listener heard.
+//
+// Epochs increase over a session. Epoch 0 is reserved for silence: audio
+// queued for it is dropped, as if it had been flushed.
+//
+// A written frame never mixes epochs: when an epoch's audio ends mid-frame,
+// the rest of the frame is silence. The Samples of written frames point
+// into a buffer the Player reuses.
+//
+// All methods are safe for concurrent use. Enqueue and one frame period
+// allocate nothing.
+type Player struct {
+	sink        Sink
+	rate        int
+	frameDur    time.Duration
+	frameLen    int
+	epochDone   func(uint64)
+	idleSilence bool
+
+	running atomic.Bool
+	// flushed is the flush watermark: epochs <= flushed are dropped. It
+	// changes under mu; the atomic lets Run check it once more, without
+	// the lock, right before a frame or callback leaves the Player.
+	flushed atomic.Uint64
+	// wake hands a wake-up to one blocked Enqueue. A waiter that returns
+	// without using up the space it was woken for passes it on.
+	wake chan struct{}
+
+	mu       sync.Mutex
+	ring     []int16 // queued samples: count of them from head, wrapping
+	head     int
+	count    int
+	segs     []segment // queued runs: segCount of them from segHead, wrapping
+	segHead  int
+	segCount int
+	slots    [playerEpochs]epochSlot // indexed by epoch % playerEpochs
+	pending  int                     // slots with pending set
+	waiters  int                     // Enqueue calls blocked on a full queue
+
+	// Owned by the goroutine running tick.
+	frame []int16
+	dones []uint64
+}
+
+// NewPlayer returns a Player writing to sink. Call Run to start playout.
+func NewPlayer(sink Sink, opts ...PlayerOption) (*Player, error) {
+	if sink == nil {
+		return nil, errors.New("media: NewPlayer: nil sink")
+	}
+	c := playerConfig{
+		rate:      Rate16k,
+		frameDur:  DefaultFrameDuration,
+		bufferDur: defaultBufferDuration,
+	}
+	for _, o := range opts {
+		o(&c)
+	}
+	if err := CheckRate(c.rate); err != nil {
+		return nil, fmt.Errorf("media: NewPlayer: %w", err)
+	}
+	if c.frameDur != 10*time.Millisecond && c.frameDur != 20*time.Millisecond {
+		return nil, fmt.Errorf("media: NewPlayer: frame duration %v, want 10ms or 20ms", c.frameDur)
+	}
+	if c.bufferDur < c.frameDur || c.bufferDur > maxBufferDuration {
+		return nil, fmt.Errorf("media: NewPlayer: buffer duration %v, want %v to %v", c.bufferDur, c.frameDur, maxBufferDuration)
+	}
+	frameLen := SamplesFor(c.rate, c.frameDur)
+	return &Player{
+		sink:        sink,
+		rate:        c.rate,
+		frameDur:    c.frameDur,
+		frameLen:    frameLen,
+		epochDone:   c.epochDone,
+		idleSilence: c.idleSilence,
+		wake:        make(chan struct{}, 1),
+		ring:        make([]int16, SamplesFor(c.rate, c.bufferDur)),
+		segs:        make([]segment, playerSegments),
+		frame:       make([]int16, frameLen),
+		dones:       make([]uint64, 0, playerEpochs+1),
+	}, nil
+}
+
+// Rate returns the sample rate the Player expects and writes.
+func (p *Player) Rate() int { return p.rate }
+
+// FrameDuration returns the frame period.
+func (p *Player) FrameDuration() time.Duration { return p.frameDur }
+
+// Enqueue copies samples, at the Player's rate, to the end of the queue as
+// audio of epoch. While the queue is full it blocks until Run makes room,
+// the epoch is flushed or ctx is done; in the last case it returns ctx's
+// error, wrapped, and a prefix of samples may have been queued.
+//
+// Audio of an epoch at or below the flush watermark is dropped and Enqueue
+// returns nil, so a producer racing a barge-in needs no special case.
+func (p *Player) Enqueue(ctx context.Context, epoch uint64, samples []int16) error {
+	woken := false
+	for {
+		p.mu.Lock()
+		if woken {
+			p.waiters--
+		}
+		done := epoch <= p.flushed.Load()
+		if !done {
+			samples = samples[p.push(epoch, samples):]
+			done = len(samples) == 0
+		}
+		if done {
+			if woken && p.waiters > 0 {
+				// The wake-up may have been meant for everyone (a Flush)
+				// or left room this call did not use.
+				p.notifyLocked()
+			}
+			p.mu.Unlock()
+			return nil
+		}
+		p.waiters++
+		p.mu.Unlock()
+
+		select {
+		case <-p.wake:
+			woken = true
+		case <-ctx.Done():
+			p.mu.Lock()
+			p.waiters--
+			p.mu.Unlock()
+			return fmt.Errorf("media: Player.Enqueue: %w", ctx.Err())
+		}
+	}
+}
+
+// push queues as much of s as fits and returns how many samples that was.
+func (p *Player) push(epoch uint64, s []int16) int {
+	n := min(len(p.ring)-p.count, len(s))
+	if n == 0 {
+		return 0
+	}
+	merged := false
+	if p.segCount > 0 {
+		tail := &p.segs[(p.segHead+p.segCount-1)%len(p.segs)]
+		if tail.epoch == epoch && !tail.end {
+			tail.count += n
+			merged = true
+		}
+	}
+	if !merged {
+		if p.segCount == len(p.segs) {
+			return 0
+		}
+		p.segs[(p.segHead+p.segCount)%len(p.segs)] = segment{epoch: epoch, count: n}
+		p.segCount++
+	}
+	w := (p.head + p.count) % len(p.ring)
+	c := copy(p.ring[w:], s[:n])
+	copy(p.ring, s[c:n])
+	p.count += n
+	return n
+}
+
+// EndEpoch marks epoch's audio complete: once everything queued for it so
+// far has been handed to the sink, the WithEpochDone function is called for
+// it, exactly once. With nothing of it queued (an utterance without audio)
+// that happens at the next frame period at the latest. Audio enqueued for
+// the epoch afterwards still plays but does not call it again.
+//
+// It does nothing for a flushed epoch, and the callback never comes for an
+// epoch flushed before its end is reached.
+func (p *Player) EndEpoch(epoch uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if epoch <= p.flushed.Load() {
+		return
+	}
+	s := p.slot(epoch)
+	if s != nil {
+		if s.ended {
+			return
+		}
+		s.ended = true
+	}
+	for i := p.segCount - 1; i >= 0; i-- {
+		seg := &p.segs[(p.segHead+i)%len(p.segs)]
+		if seg.epoch == epoch {
+			seg.end = true
+			return
+		}
+	}
+	// Nothing queued. An epoch so old that its slot has been reused
+	// (playerEpochs newer ones seen since) is forgotten.
+	if s != nil {
+		s.pending = true
+		p.pending++
+	}
+}
+
+// slot returns the record for epoch, taking over the slot from an older
+// epoch, or nil if a newer epoch holds it.
+func (p *Player) slot(epoch uint64) *epochSlot {
+	s := &p.slots[epoch%playerEpochs]
+	if s.epoch == epoch {
+		return s
+	}
+	if s.epoch > epoch {
+		return nil
+	}
+	if s.pending {
+		p.pending--
+	}
+	*s = epochSlot{epoch: epoch}
+	return s
+}
+
+// Flush drops all queued audio of epochs up to and including epoch and
+// raises the flush watermark, so that later Enqueue and EndEpoch calls for
+// them do nothing; blocked Enqueue calls for them return. It takes effect
+// before the next frame is written: once Flush returns, the only audio of a
+// flushed epoch the sink can still get is a frame already being handed to
+// it. The watermark never goes down.
+func (p *Player) Flush(epoch uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if epoch <= p.flushed.Load() {
+		return
+	}
+	p.flushed.Store(epoch)
+	p.dropThrough(epoch)
+	for i := range p.slots {
+		if s := &p.slots[i]; s.pending && s.epoch <= epoch {
+			s.pending = false
+			p.pending--
+		}
+	}
+	if p.waiters > 0 {
+		p.notifyLocked()
+	}
+}
+
+// dropThrough removes the queued audio of epochs <= w.
+func (p *Player) dropThrough(w uint64) {
+	// Usual case: the flushed audio is at the head of the queue.
+	for p.segCount > 0 && p.segs[p.segHead].epoch <= w {
+		p.discardHead()
+	}
+	interleaved := false
+	for i := 0; i < p.segCount; i++ {
+		if p.segs[(p.segHead+i)%len(p.segs)].epoch <= w {
+			interleaved = true
+			break
+		}
+	}
+	if !interleaved {
+		return
+	}
+	// Epochs were queued out of order: close the gaps, moving the audio
+	// that stays towards the head. Rare, so done sample by sample.
+	rn, sn := len(p.ring), len(p.segs)
+	src, dst, kept := 0, 0, 0
+	for i := 0; i < p.segCount; i++ {
+		seg := p.segs[(p.segHead+i)%sn]
+		if seg.epoch <= w {
+			src += seg.count
+			continue
+		}
+		if src != dst {
+			for j := 0; j < seg.count; j++ {
+				p.ring[(p.head+dst+j)%rn] = p.ring[(p.head+src+j)%rn]
+			}
+		}
+		src += seg.count
+		dst += seg.count
+		p.segs[(p.segHead+kept)%sn] = seg
+		kept++
+	}
+	p.segCount = kept
+	p.count = dst
+}
+
+func (p *Player) discardHead() {
+	seg := p.segs[p.segHead]
+	p.head = (p.head + seg.count) % len(p.ring)
+	p.count -= seg.count
+	p.segHead = (p.segHead + 1) % len(p.segs)
+	p.segCount--
+}
+
+// notifyLocked wakes one blocked Enqueue, if none is already due to wake.
+func (p *Player) notifyLocked() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Played returns how much audio of epoch has been handed to the sink so far,
+// silence padding not included. It remembers the last 32 epochs; older ones
+// report 0.
+func (p *Player) Played(epoch uint64) time.Duration {
+	p.mu.Lock()
+	s := p.slots[epoch%playerEpochs]
+	p.mu.Unlock()
+	if s.epoch != epoch {
+		return 0
+	}
+	r := int64(p.rate)
+	return time.Duration(s.played/r)*time.Second + time.Duration(s.played%r)*time.Second/time.Duration(r)
+}
+
+// Run writes one frame to the sink every frame period until ctx is done,
+// then returns ctx's error. A sink error stops it and is returned wrapped.
+// Only one Run may be active at a time.
+func (p *Player) Run(ctx context.Context) error {
+	if !p.running.CompareAndSwap(false, true) {
+		return errors.New("media: Player.Run: already running")
+	}
+	defer p.running.Store(false)
+
+	t := time.NewTicker(p.frameDur)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			if err := p.tick(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// tick writes at most one frame: the next frame's worth of the epoch at the
+// head of the queue, or silence, and then reports the epochs it completed.
+func (p *Player) tick() error {
+	p.mu.Lock()
+	p.dones = p.dones[:0]
+	n, epoch := p.pull()
+	if n > 0 {
+		p.credit(epoch, int64(n))
+		if p.waiters > 0 {
+			p.notifyLocked()
+		}
+	}
+	if p.pending > 0 {
+		for i := range p.slots {
+			if s := &p.slots[i]; s.pending {
+				s.pending = false
+				p.dones = append(p.dones, s.epoch)
+			}
+		}
+		p.pending = 0
+	}
+	p.mu.Unlock()
+
+	// A Flush that came in since the frame was taken wins: the frame is
+	// not yet in the sink.
+	if n > 0 && epoch <= p.flushed.Load() {
+		p.uncredit(epoch, int64(n))
+		n = 0
+	}
+	var f Frame
+	switch {
+	case n > 0:
+		clear(p.frame[n:])
+		f = Frame{Samples: p.frame, SampleRate: p.rate, Epoch: epoch}
+	case p.idleSilence:
+		clear(p.frame)
+		f = Frame{Samples: p.frame, SampleRate: p.rate}
+	}
+	if f.Samples != nil {
+		if err := p.sink.WriteFrame(f); err != nil {
+			if n > 0 {
+				p.uncredit(epoch, int64(n))
+			}
+			return fmt.Errorf("media: Player sink: %w", err)
+		}
+	}
+	if p.epochDone != nil {
+		for _, e := range p.dones {
+			if e > p.flushed.Load() {
+				p.epochDone(e)
+			}
+		}
+	}
+	return nil
+}
+
+// pull moves up to one frame of the head epoch's audio into p.frame and
+// returns the sample count and epoch. It stops early at the end of an
+// epoch's audio (recording the epoch in p.dones if it was ended) or where
+// another epoch starts, so a frame never mixes epochs.
+func (p *Player) pull() (n int, epoch uint64) {
+	for n < p.frameLen && p.segCount > 0 {
+		seg := &p.segs[p.segHead]
+		if n > 0 && seg.epoch != epoch {
+			break
+		}
+		epoch = seg.epoch
+		k := min(p.frameLen-n, seg.count)
+		c := copy(p.frame[n:n+k], p.ring[p.head:])
+		copy(p.frame[n+c:n+k], p.ring)
+		p.head = (p.head + k) % len(p.ring)
+		p.count -= k
+		seg.count -= k
+		n += k
+		if seg.count == 0 {
+			end := seg.end
+			p.segHead = (p.segHead + 1) % len(p.segs)
+			p.segCount--
+			if end {
+				p.dones = append(p.dones, epoch)
+				break
+			}
+		}
+	}
+	return n, epoch
+}
+
+func (p *Player) credit(epoch uint64, n int64) {
+	if s := p.slot(epoch); s != nil {
+		s.played += n
+	}
+}
+
+func (p *Player) uncredit(epoch uint64, n int64) {
+	p.mu.Lock()
+	if s := &p.slots[epoch%playerEpochs]; s.epoch == epoch {
+		s.played -= n
+	}
+	p.mu.Unlock()
+}

@@ -1,0 +1,271 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/holdline/holdline/llm"
+	"github.com/holdline/holdline/media"
+	"github.com/holdline/holdline/tools"
+	"github.com/holdline/holdline/tts"
+)
+
+// liveEdges runs a session's I/O on goroutines: one generation (model
+// stream → phrases → synthesis → output queue) per turn, one runner per tool
+// call. Its methods are called only from the conductor goroutine and return
+// at once.
+type liveEdges struct {
+	s    *Session
+	ctx  context.Context
+	gens map[uint64]context.CancelFunc // conductor goroutine only
+	wg   sync.WaitGroup
+}
+
+func (e *liveEdges) wait() { e.wg.Wait() }
+
+func (e *liveEdges) played(epoch uint64) time.Duration { return e.s.player.Played(epoch) }
+
+func (e *liveEdges) flushOutput(epoch uint64) { e.s.player.Flush(epoch) }
+
+func (e *liveEdges) cancelGeneration(epoch uint64) {
+	if cancel, ok := e.gens[epoch]; ok {
+		cancel()
+		delete(e.gens, epoch)
+	}
+}
+
+func (e *liveEdges) startGeneration(epoch uint64, req llm.Request, _ *Turn) {
+	ctx, cancel := context.WithCancel(e.ctx)
+	e.gens[epoch] = cancel
+	e.wg.Go(func() {
+		defer cancel()
+		g := generation{s: e.s, epoch: epoch}
+		g.run(ctx, req)
+	})
+}
+
+// generation is one turn's speech pipeline. The model reader and the
+// speaker run concurrently so that the first phrase is synthesised while
+// the model is still writing the rest.
+type generation struct {
+	s     *Session
+	epoch uint64
+}
+
+const phraseQueue = 64
+
+func (g generation) run(ctx context.Context, req llm.Request) {
+	phrases := make(chan string, phraseQueue)
+	var wg sync.WaitGroup
+	wg.Go(func() { g.speak(ctx, phrases) })
+	g.read(ctx, req, phrases)
+	wg.Wait()
+}
+
+// read streams the model's answer. It reports ModelDone before closing
+// phrases, so the conductor always learns the answer is complete before the
+// turn's audio can finish.
+func (g generation) read(ctx context.Context, req llm.Request, phrases chan<- string) {
+	defer close(phrases)
+	var (
+		calls   llm.CallAccumulator
+		chunker tts.Chunker
+		err     error
+	)
+	send := func(p string) bool {
+		select {
+		case phrases <- p:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	stream, err := g.s.agent.Model.Stream(ctx, req)
+	if err == nil {
+		defer stream.Close()
+		for {
+			var chunk llm.Chunk
+			chunk, err = stream.Recv()
+			if err != nil {
+				break
+			}
+			if chunk.Text != "" {
+				g.s.post(ModelText{Epoch: g.epoch, Text: chunk.Text})
+				for _, p := range chunker.Push(chunk.Text) {
+					if !send(p) {
+						return
+					}
+				}
+			}
+			if chunk.ToolCall != nil {
+				calls.Add(*chunk.ToolCall)
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return // cancelled: the conductor has moved on
+	}
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	if err != nil {
+		err = fmt.Errorf("model stream: %w", err)
+	}
+	rest := chunker.Flush()
+	g.s.post(ModelDone{Epoch: g.epoch, Calls: calls.Calls(), Err: err})
+	if rest != "" {
+		send(rest)
+	}
+}
+
+// speak synthesises phrases in order and queues their audio. Word timings
+// are shifted onto the turn's audio timeline; a synthesiser that gives none
+// gets estimated ones spread over each phrase's audio.
+func (g generation) speak(ctx context.Context, phrases <-chan string) {
+	synth := g.s.agent.TTS
+	var (
+		offset time.Duration
+		failed error
+		rs     *media.Resampler
+		rsFrom int
+		buf    []int16
+	)
+	player := g.s.player
+	for p := range phrases {
+		if ctx.Err() != nil {
+			continue // drain so the reader is never stuck
+		}
+		if synth == nil {
+			g.s.post(SpeechWords{Epoch: g.epoch, Words: wordsAt(p, offset, 0)})
+			continue
+		}
+		if failed != nil {
+			continue
+		}
+		start := offset
+		timed := false
+		stream, err := synth.Synthesize(ctx, p)
+		for err == nil {
+			var chunk tts.Chunk
+			chunk, err = stream.Recv()
+			if err != nil {
+				break
+			}
+			if len(chunk.Words) > 0 {
+				timed = true
+				words := make([]tts.WordTiming, len(chunk.Words))
+				for i, w := range chunk.Words {
+					words[i] = tts.WordTiming{Word: w.Word, Start: start + w.Start, End: start + w.End}
+				}
+				g.s.post(SpeechWords{Epoch: g.epoch, Words: words})
+			}
+			a := chunk.Audio
+			if len(a.Samples) == 0 {
+				continue
+			}
+			samples := a.Samples
+			if a.SampleRate != player.Rate() {
+				if rs == nil || rsFrom != a.SampleRate {
+					if rs, err = media.NewResampler(a.SampleRate, player.Rate()); err != nil {
+						break
+					}
+					rsFrom = a.SampleRate
+				}
+				buf = rs.Process(buf[:0], samples)
+				samples = buf
+			}
+			if err = player.Enqueue(ctx, g.epoch, samples); err != nil {
+				break
+			}
+			offset += media.Frame{Samples: samples, SampleRate: player.Rate()}.Duration()
+		}
+		if stream != nil {
+			stream.Close()
+		}
+		if ctx.Err() != nil {
+			continue
+		}
+		if !errors.Is(err, io.EOF) && err != nil {
+			failed = fmt.Errorf("speech synthesis: %w", err)
+		}
+		if !timed {
+			g.s.post(SpeechWords{Epoch: g.epoch, Words: wordsAt(p, start, offset-start)})
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if synth == nil {
+		g.s.post(SpeechDone{Epoch: g.epoch})
+		g.s.post(PlayoutFinished{Epoch: g.epoch})
+		return
+	}
+	player.EndEpoch(g.epoch)
+	g.s.post(SpeechDone{Epoch: g.epoch, Err: failed})
+}
+
+// wordsAt spreads the words of text over [start, start+dur), each in
+// proportion to its length: the estimate used when synthesis gives no word
+// timings.
+func wordsAt(text string, start, dur time.Duration) []tts.WordTiming {
+	words := strings.Fields(text)
+	total := 0
+	for _, w := range words {
+		total += len(w) + 1
+	}
+	out := make([]tts.WordTiming, len(words))
+	at := start
+	for i, w := range words {
+		d := time.Duration(0)
+		if total > 0 {
+			d = dur * time.Duration(len(w)+1) / time.Duration(total)
+		}
+		out[i] = tts.WordTiming{Word: w, Start: at, End: at + d}
+		at += d
+	}
+	return out
+}
+
+// runTool runs one call under its deadline. A body that ignores its context
+// is abandoned at the deadline: the call is recorded as timed out and the
+// session goes on.
+func (e *liveEdges) runTool(r toolRun) {
+	e.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(e.ctx, r.tool.Timeout())
+		defer cancel()
+		ctx = tools.WithPlayout(ctx, r.turn)
+		ctx = tools.WithCallInfo(ctx, tools.CallInfo{ID: r.callID, Name: r.tool.Name(), Epoch: r.epoch})
+		type result struct {
+			out string
+			err error
+		}
+		done := make(chan result, 1) // buffered: an abandoned body can still finish
+		go func() {
+			out, err := r.tool.Run(ctx, r.args)
+			done <- result{out, err}
+		}()
+		var o ToolOutcome
+		select {
+		case res := <-done:
+			o = ToolOutcome{CallID: r.callID, State: tools.StateSucceeded, Output: res.out, Err: res.err}
+			if res.err != nil {
+				o.State = tools.StateFailed
+				if errors.Is(res.err, context.DeadlineExceeded) && ctx.Err() != nil {
+					o.State = tools.StateTimedOut
+				}
+			}
+		case <-ctx.Done():
+			if e.ctx.Err() != nil {
+				return // the session is ending
+			}
+			o = ToolOutcome{CallID: r.callID, State: tools.StateTimedOut,
+				Err: fmt.Errorf("%w: no result within %v", ErrWaitTimeout, r.tool.Timeout())}
+		}
+		e.s.post(o)
+	})
+}

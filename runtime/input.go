@@ -1,0 +1,99 @@
+package runtime
+
+import (
+	"github.com/holdline/holdline/llm"
+	"github.com/holdline/holdline/tools"
+	"github.com/holdline/holdline/tts"
+)
+
+// Input is something that happened, posted to the conductor's mailbox. The
+// conductor stamps each with the session clock when it takes it.
+type Input interface{ input() }
+
+// UserText is user input injected through the API: no VAD, no audio. It
+// preempts whatever the agent is doing.
+type UserText struct{ Text string }
+
+// ReplyRequest asks the agent to speak now (a greeting, a prompt after
+// silence) with optional extra instructions for this one reply.
+type ReplyRequest struct{ Instructions string }
+
+// UserSpeechStarted is posted by the input stage when voice activity is
+// confirmed.
+type UserSpeechStarted struct{}
+
+// UserSpeechStopped is posted when voice activity ends.
+type UserSpeechStopped struct{}
+
+// UserTranscript is a recognition result for the caller's speech.
+type UserTranscript struct {
+	Text  string
+	Final bool
+}
+
+// ModelText is a streamed piece of the model's reply for turn Epoch.
+type ModelText struct {
+	Epoch uint64
+	Text  string
+}
+
+// ModelDone ends turn Epoch's model stream: the complete tool calls, or the
+// error that ended it.
+type ModelDone struct {
+	Epoch uint64
+	Calls []llm.ToolCall
+	Err   error
+}
+
+// SpeechWords places words in turn Epoch's audio timeline (offsets from the
+// turn's first sample).
+type SpeechWords struct {
+	Epoch uint64
+	Words []tts.WordTiming
+}
+
+// SpeechDone says synthesis for turn Epoch has ended: all of its audio is
+// queued for playout (Err says why it ended early, if it did).
+type SpeechDone struct {
+	Epoch uint64
+	Err   error
+}
+
+// PlayoutFinished says the last queued sample of turn Epoch has been played.
+type PlayoutFinished struct{ Epoch uint64 }
+
+// ToolOutcome is the end of one tool run.
+type ToolOutcome struct {
+	CallID string
+	State  tools.State
+	Output string
+	Err    error
+}
+
+// providerFailure reports an edge's provider error that ends no turn.
+type providerFailure struct {
+	provider string
+	err      error
+}
+
+type timerFired struct {
+	id uint64
+}
+
+// query runs fn on the conductor goroutine, for consistent snapshots.
+type query struct{ fn func(*conductor) }
+
+func (UserText) input()          {}
+func (ReplyRequest) input()      {}
+func (UserSpeechStarted) input() {}
+func (UserSpeechStopped) input() {}
+func (UserTranscript) input()    {}
+func (ModelText) input()         {}
+func (ModelDone) input()         {}
+func (SpeechWords) input()       {}
+func (SpeechDone) input()        {}
+func (PlayoutFinished) input()   {}
+func (ToolOutcome) input()       {}
+func (timerFired) input()        {}
+func (providerFailure) input()   {}
+func (query) input()             {}

@@ -1,0 +1,333 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/llm"
+	"github.com/holdline/holdline/media"
+	"github.com/holdline/holdline/tools"
+)
+
+// Defaults. Every wait in a session has a bound; these are the bounds used
+// when no option says otherwise.
+const (
+	DefaultEndpointing       = 500 * time.Millisecond
+	DefaultTranscriptTimeout = 2 * time.Second
+	DefaultMailbox           = 1024
+)
+
+// ErrSessionClosed is returned by calls on a session that has stopped.
+var ErrSessionClosed = errors.New("runtime: session closed")
+
+type config struct {
+	id                string
+	clock             Clock
+	sink              media.Sink
+	rate              int
+	frame             time.Duration
+	endpointing       time.Duration
+	transcriptTimeout time.Duration
+	mailbox           int
+	log               *slog.Logger
+	input             InputConfig
+}
+
+// Option configures a Session.
+type Option func(*config) error
+
+// WithID sets the session id (default: random).
+func WithID(id string) Option {
+	return func(c *config) error {
+		if id == "" {
+			return errors.New("runtime: empty session id")
+		}
+		c.id = id
+		return nil
+	}
+}
+
+// WithClock sets the session clock (default: the wall clock).
+func WithClock(clk Clock) Option {
+	return func(c *config) error { c.clock = clk; return nil }
+}
+
+// WithOutput sends the agent's paced audio to sink at rate (8, 16, 24 or
+// 48 kHz). Without it audio is paced and discarded, which still gives the
+// playout clock a speaking pace.
+func WithOutput(sink media.Sink, rate int) Option {
+	return func(c *config) error {
+		if err := media.CheckRate(rate); err != nil {
+			return err
+		}
+		c.sink, c.rate = sink, rate
+		return nil
+	}
+}
+
+// WithFrameDuration sets the output frame size: 10 or 20 ms (default 20).
+func WithFrameDuration(d time.Duration) Option {
+	return func(c *config) error {
+		if d != 10*time.Millisecond && d != 20*time.Millisecond {
+			return fmt.Errorf("runtime: frame duration %v: want 10ms or 20ms", d)
+		}
+		c.frame = d
+		return nil
+	}
+}
+
+// WithEndpointing sets how long the caller must be silent before their turn
+// ends (default DefaultEndpointing).
+func WithEndpointing(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("runtime: endpointing %v must be positive", d)
+		}
+		c.endpointing = d
+		return nil
+	}
+}
+
+// WithTranscriptTimeout bounds the wait for a final transcript once the
+// caller's turn has ended (default DefaultTranscriptTimeout).
+func WithTranscriptTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("runtime: transcript timeout %v must be positive", d)
+		}
+		c.transcriptTimeout = d
+		return nil
+	}
+}
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error { c.log = l; return nil }
+}
+
+// Session runs one conversation between a caller and an agent.
+type Session struct {
+	cfg     config
+	agent   *Agent
+	bus     *events.Bus
+	mailbox chan Input
+	done    chan struct{}
+	c       *conductor
+	edges   *liveEdges
+	player  *media.Player
+	in      *audioInput
+}
+
+// New prepares a session for agent. Nothing runs until Run.
+func New(agent *Agent, opts ...Option) (*Session, error) {
+	if agent == nil || agent.Model == nil {
+		return nil, errors.New("runtime: agent needs a Model")
+	}
+	cfg := config{
+		clock:             WallClock(),
+		rate:              media.Rate16k,
+		frame:             media.DefaultFrameDuration,
+		endpointing:       DefaultEndpointing,
+		transcriptTimeout: DefaultTranscriptTimeout,
+		mailbox:           DefaultMailbox,
+		log:               slog.Default(),
+		input:             DefaultInputConfig(),
+	}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.id == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		cfg.id = "s_" + hex.EncodeToString(b[:])
+	}
+	if cfg.sink == nil {
+		cfg.sink = media.SinkFunc(func(media.Frame) error { return nil })
+	}
+	set, err := tools.NewSet(agent.Tools...)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: agent tools: %w", err)
+	}
+	s := &Session{
+		cfg:     cfg,
+		agent:   agent,
+		bus:     events.NewBus(),
+		mailbox: make(chan Input, cfg.mailbox),
+		done:    make(chan struct{}),
+	}
+	s.player, err = media.NewPlayer(cfg.sink,
+		media.WithPlayerRate(cfg.rate),
+		media.WithFrameDuration(cfg.frame),
+		media.WithEpochDone(func(epoch uint64) { s.post(PlayoutFinished{Epoch: epoch}) }),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: output: %w", err)
+	}
+	s.edges = &liveEdges{s: s, gens: map[uint64]context.CancelFunc{}}
+	s.c = &conductor{
+		id:       cfg.id,
+		agent:    agent,
+		toolset:  set,
+		textOnly: agent.TTS == nil,
+		clock:    cfg.clock,
+		edges:    s.edges,
+		publish:  s.bus.Publish,
+		post:     s.post,
+		log:      cfg.log.With("session", cfg.id),
+		cfg:      cfg,
+		calls:    map[string]*callState{},
+	}
+	s.in, err = newAudioInput(s, cfg.input)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ID is the session id.
+func (s *Session) ID() string { return s.cfg.id }
+
+// Subscribe returns a subscription to the session's events with a buffer of
+// n (events.DefaultBuffer if n <= 0). Subscribe before Run to see every
+// event.
+func (s *Session) Subscribe(n int) *events.Subscription { return s.bus.Subscribe(n) }
+
+// Run runs the session until ctx ends. It returns nil when ctx ended it.
+func (s *Session) Run(ctx context.Context) error {
+	defer close(s.done)
+	defer s.bus.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	g, gctx := errgroup.WithContext(ctx)
+	s.edges.ctx = gctx
+	g.Go(func() error { return s.player.Run(gctx) })
+	if err := s.in.start(gctx, g); err != nil {
+		return err
+	}
+	c := s.c
+	c.start = c.clock.Now()
+	c.emit(events.Event{Kind: events.SessionStarted, Text: s.agent.Name})
+	if s.agent.OnEnter != nil {
+		g.Go(func() error {
+			if err := s.agent.OnEnter(gctx, s); err != nil && gctx.Err() == nil {
+				c.log.Warn("agent OnEnter failed", "err", err)
+			}
+			return nil
+		})
+	}
+
+	for {
+		select {
+		case <-gctx.Done():
+			c.emit(events.Event{Kind: events.SessionEnded, Epoch: c.epoch})
+			cancel()
+			s.edges.wait()
+			err := g.Wait()
+			if ctx.Err() != nil && errors.Is(err, context.Canceled) || err == nil {
+				return nil
+			}
+			return err
+		case in := <-s.mailbox:
+			c.handle(in)
+		}
+	}
+}
+
+// post hands an input to the conductor. Edges call it from their own
+// goroutines; it gives up when the session ends.
+func (s *Session) post(in Input) {
+	select {
+	case s.mailbox <- in:
+	case <-s.done:
+	}
+}
+
+func (s *Session) send(ctx context.Context, in Input) error {
+	select {
+	case s.mailbox <- in:
+		return nil
+	case <-s.done:
+		return ErrSessionClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Inject adds user input through the API (an operator message, a typed
+// line). It preempts whatever the agent is doing and is answered as a new
+// turn at once; it never waits for the previous turn to settle.
+func (s *Session) Inject(ctx context.Context, text string) error {
+	return s.send(ctx, UserText{Text: text})
+}
+
+// GenerateReply makes the agent speak now, with extra instructions for this
+// reply only (may be empty). A greeting is the usual use.
+func (s *Session) GenerateReply(ctx context.Context, instructions string) error {
+	return s.send(ctx, ReplyRequest{Instructions: instructions})
+}
+
+// ChatContext returns a copy of the chat context as it stands.
+func (s *Session) ChatContext(ctx context.Context) (llm.ChatContext, error) {
+	out := make(chan llm.ChatContext, 1)
+	if err := s.send(ctx, query{fn: func(c *conductor) { out <- c.context() }}); err != nil {
+		return llm.ChatContext{}, err
+	}
+	select {
+	case cc := <-out:
+		return cc, nil
+	case <-s.done:
+		return llm.ChatContext{}, ErrSessionClosed
+	case <-ctx.Done():
+		return llm.ChatContext{}, ctx.Err()
+	}
+}
+
+// PushAudio feeds caller audio: voice activity decides barge-in and the end
+// of the caller's turn, and the recogniser hears every frame. Call it from
+// one goroutine (the transport's read loop); it does not keep f.
+func (s *Session) PushAudio(ctx context.Context, f media.Frame) error {
+	return s.in.push(ctx, f)
+}
+
+// Caption is what the caller has heard so far of the turn now playing.
+type Caption struct {
+	Epoch uint64
+	Text  string
+}
+
+// NowPlaying returns the words of the playing turn that have been played so
+// far (a zero Caption when nothing plays), for live captions.
+func (s *Session) NowPlaying(ctx context.Context) (Caption, error) {
+	out := make(chan Caption, 1)
+	if err := s.send(ctx, query{fn: func(c *conductor) {
+		var cp Caption
+		for _, t := range c.turns {
+			if !t.interrupted && !t.playoutDone {
+				cp = Caption{Epoch: t.epoch, Text: c.playedText(t, c.edges.played(t.epoch))}
+				break
+			}
+		}
+		out <- cp
+	}}); err != nil {
+		return Caption{}, err
+	}
+	select {
+	case cp := <-out:
+		return cp, nil
+	case <-s.done:
+		return Caption{}, ErrSessionClosed
+	case <-ctx.Done():
+		return Caption{}, ctx.Err()
+	}
+}
