@@ -18,7 +18,8 @@ import (
 type InputConfig struct {
 	// Detector scores each frame (default: vad.NewEnergy()).
 	Detector vad.Detector
-	// Segmenter turns scores into speech start and stop.
+	// Segmenter turns scores into speech start and stop (zero fields take
+	// the vad package's defaults).
 	Segmenter vad.SegmenterConfig
 	// Rate is the caller audio rate the recogniser is opened at (default
 	// 16 kHz).
@@ -27,7 +28,7 @@ type InputConfig struct {
 
 // DefaultInputConfig is the input configuration used when none is given.
 func DefaultInputConfig() InputConfig {
-	return InputConfig{Segmenter: vad.DefaultSegmenterConfig(), Rate: media.Rate16k}
+	return InputConfig{Rate: media.Rate16k}
 }
 
 // WithInput sets how caller audio is judged.
@@ -62,11 +63,7 @@ func newAudioInput(s *Session, cfg InputConfig) (*audioInput, error) {
 	if det == nil {
 		det = vad.NewEnergy()
 	}
-	seg, err := vad.NewSegmenter(cfg.Segmenter)
-	if err != nil {
-		return nil, fmt.Errorf("runtime: input: %w", err)
-	}
-	return &audioInput{s: s, det: det, seg: seg, cfg: cfg}, nil
+	return &audioInput{s: s, det: det, seg: vad.NewSegmenter(cfg.Segmenter), cfg: cfg}, nil
 }
 
 // start opens the recogniser, if the agent has one, and relays its

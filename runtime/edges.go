@@ -193,7 +193,8 @@ func (g generation) speak(ctx context.Context, phrases <-chan string) {
 		if !errors.Is(err, io.EOF) && err != nil {
 			failed = fmt.Errorf("speech synthesis: %w", err)
 		}
-		if !timed {
+		// Words without audio were never heard, so they get no timings.
+		if !timed && offset > start {
 			g.s.post(SpeechWords{Epoch: g.epoch, Words: wordsAt(p, start, offset-start)})
 		}
 	}

@@ -7,7 +7,9 @@ import (
 	"time"
 )
 
-// ErrClosed is returned by a stream used after its Close.
+// ErrClosed is returned by Recv on an LLM or TTS stream, and by Write and
+// EndOfSpeech on an STT stream, once the stream is closed. (Recv on a closed
+// STT stream returns io.EOF, as the stt.Stream contract asks.)
 var ErrClosed = errors.New("scripted: stream closed")
 
 // waitUntil blocks until due, ctx is done or stop is closed. It returns nil

@@ -64,7 +64,8 @@ func WithTTSFailure(err error, afterWords int) TTSOption {
 }
 
 // WithZeroAudio makes every stream end with io.EOF after the TTFB without
-// yielding any chunk, as some providers do for text they cannot speak.
+// yielding any chunk, as some providers do for text they cannot speak. It
+// overrides WithTTSFailure.
 func WithZeroAudio() TTSOption { return func(c *ttsConfig) { c.zeroAudio = true } }
 
 // WithoutWordTimings makes the chunks carry audio only, as providers without
@@ -174,7 +175,7 @@ func (t *TTS) Synthesize(ctx context.Context, text string) (tts.Stream, error) {
 		}
 	}
 	if cfg.zeroAudio {
-		s.total = 0
+		s.total, s.final = 0, io.EOF
 	}
 	if s.total > 0 {
 		s.buf = make([]int16, t.frameLen)

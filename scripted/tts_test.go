@@ -219,6 +219,7 @@ func TestTTSNoAudio(t *testing.T) {
 			text string
 		}{
 			{"zero audio", []TTSOption{WithZeroAudio()}, "plenty of words here"},
+			{"zero audio despite failure", []TTSOption{WithTTSFailure(errBoom, 0), WithZeroAudio()}, "words"},
 			{"empty", nil, ""},
 			{"blank", nil, " \n\t "},
 		} {

@@ -50,7 +50,8 @@ func (t *Tool) validate(args json.RawMessage) (json.RawMessage, error) {
 		e.walk(t.resolved.Schema(), v, "")
 		if len(e.problems) == 0 {
 			// The schema uses something the explainer does not follow
-			// ($ref, anyOf, ...): the validator's own words will have to do.
+			// ($ref, dependentRequired, ...): the validator's own words
+			// will have to do.
 			e.problems = append(e.problems, trimValidating(err.Error()))
 		}
 		return nil, t.invalid(e.problems...)
@@ -92,7 +93,7 @@ func describeDecodeError(err error) string {
 		case typ.Field == "":
 			return fmt.Sprintf("arguments could not be read: %s is out of range", typ.Value)
 		case !isNum || typ.Type == nil:
-			return fmt.Sprintf("field %q cannot be %s", typ.Field, typ.Value)
+			return fmt.Sprintf("field %q has the wrong type (%s)", typ.Field, typ.Value)
 		case fitsInteger(lit, typ.Type):
 			// The schema's "integer" admits 2.0 and 2e0; Go's decoder does not.
 			return fmt.Sprintf("field %q must be a whole number written without a decimal point or exponent, got %s", typ.Field, lit)

@@ -235,6 +235,9 @@ func parseTime(text string) string {
 // mean the afternoon or evening.
 func clock(h, min int, suffix string) string {
 	suffix = strings.ReplaceAll(suffix, ".", "")
+	if suffix == "o'clock" {
+		suffix = ""
+	}
 	switch {
 	case suffix == "pm" && h < 12:
 		h += 12

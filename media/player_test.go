@@ -1,0 +1,764 @@
+package media
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+const (
+	testRate  = Rate16k
+	testFrame = 20 * time.Millisecond
+	frameLen  = testRate * 20 / 1000 // samples per test frame
+)
+
+// tagged returns n samples of epoch's audio: each carries the epoch in its
+// top bits and a running 1..1023 sequence below, so a test can tell what
+// was written from which epoch, in what order, and from padding (zero).
+func tagged(epoch uint64, start, n int) []int16 {
+	s := make([]int16, n)
+	for i := range s {
+		s[i] = int16(epoch<<10 | uint64((start+i)%1023+1))
+	}
+	return s
+}
+
+func sampleEpoch(v int16) uint64 { return uint64(v) >> 10 }
+
+type writtenFrame struct {
+	at      time.Time
+	epoch   uint64
+	rate    int
+	samples []int16
+}
+
+// recSink records what a Player writes, with the (fake) time of each write.
+type recSink struct {
+	mu     sync.Mutex
+	frames []writtenFrame
+	// block, if set, is called inside WriteFrame before it returns.
+	block func(f Frame)
+	err   error
+}
+
+func (s *recSink) WriteFrame(f Frame) error {
+	s.mu.Lock()
+	s.frames = append(s.frames, writtenFrame{
+		at: time.Now(), epoch: f.Epoch, rate: f.SampleRate, samples: slices.Clone(f.Samples),
+	})
+	block, err := s.block, s.err
+	s.mu.Unlock()
+	if block != nil {
+		block(f)
+	}
+	return err
+}
+
+func (s *recSink) written() []writtenFrame {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.frames)
+}
+
+// audioOf returns the non-padding samples written for epoch, in order.
+func audioOf(frames []writtenFrame, epoch uint64) []int16 {
+	var out []int16
+	for _, f := range frames {
+		if f.epoch != epoch {
+			continue
+		}
+		for _, v := range f.samples {
+			if v != 0 {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// doneLog records WithEpochDone calls.
+type doneLog struct {
+	mu    sync.Mutex
+	calls []doneCall
+	sink  *recSink
+}
+
+type doneCall struct {
+	epoch  uint64
+	at     time.Time
+	frames int // frames written when it fired
+}
+
+func (d *doneLog) fn(epoch uint64) {
+	n := len(d.sink.written())
+	d.mu.Lock()
+	d.calls = append(d.calls, doneCall{epoch: epoch, at: time.Now(), frames: n})
+	d.mu.Unlock()
+}
+
+func (d *doneLog) get() []doneCall {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.calls)
+}
+
+func newTestPlayer(t *testing.T, opts ...PlayerOption) (*Player, *recSink, *doneLog) {
+	t.Helper()
+	sink := &recSink{}
+	done := &doneLog{sink: sink}
+	opts = append([]PlayerOption{WithEpochDone(done.fn)}, opts...)
+	p, err := NewPlayer(sink, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, sink, done
+}
+
+// startPlayer runs p until the test ends and then checks Run's result.
+func startPlayer(t *testing.T, p *Player) {
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() { errc <- p.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Errorf("Run returned %v, want context.Canceled", err)
+		}
+	})
+}
+
+func enqueue(t *testing.T, p *Player, epoch uint64, s []int16) {
+	t.Helper()
+	if err := p.Enqueue(t.Context(), epoch, s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPlayerPacing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, sink, _ := newTestPlayer(t)
+		start := time.Now()
+		audio := tagged(1, 0, 10*frameLen)
+		enqueue(t, p, 1, audio)
+		startPlayer(t, p)
+
+		time.Sleep(testFrame / 2)
+		if n := len(sink.written()); n != 0 {
+			t.Fatalf("%d frames written before the first period ended", n)
+		}
+		time.Sleep(4 * testFrame)
+		if n := len(sink.written()); n != 4 {
+			t.Fatalf("%d frames after 4.5 periods, want 4", n)
+		}
+		if got, want := p.Played(1), 4*testFrame; got != want {
+			t.Errorf("Played = %v after 4 frames, want %v", got, want)
+		}
+
+		time.Sleep(20 * testFrame) // well past the end of the audio
+		frames := sink.written()
+		if len(frames) != 10 {
+			t.Fatalf("%d frames written for 10 frames of audio", len(frames))
+		}
+		for i, f := range frames {
+			if want := start.Add(time.Duration(i+1) * testFrame); !f.at.Equal(want) {
+				t.Errorf("frame %d written at %v, want %v", i, f.at.Sub(start), want.Sub(start))
+			}
+			if f.epoch != 1 || f.rate != testRate || len(f.samples) != frameLen {
+				t.Errorf("frame %d: epoch %d, rate %d, %d samples", i, f.epoch, f.rate, len(f.samples))
+			}
+		}
+		if got := audioOf(frames, 1); !slices.Equal(got, audio) {
+			t.Error("written audio differs from the enqueued audio")
+		}
+		if got, want := p.Played(1), 10*testFrame; got != want {
+			t.Errorf("Played = %v, want %v", got, want)
+		}
+	})
+}
+
+func TestPlayerEpochDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, sink, done := newTestPlayer(t)
+		start := time.Now()
+		// Two and a half frames: the last one is half silence.
+		enqueue(t, p, 1, tagged(1, 0, frameLen*5/2))
+		p.EndEpoch(1)
+		p.EndEpoch(1) // idempotent
+		startPlayer(t, p)
+
+		time.Sleep(2*testFrame + testFrame/2)
+		if calls := done.get(); len(calls) != 0 {
+			t.Fatalf("done fired before the last sample was written: %+v", calls)
+		}
+		time.Sleep(testFrame)
+		calls := done.get()
+		if len(calls) != 1 || calls[0].epoch != 1 || calls[0].frames != 3 || !calls[0].at.Equal(start.Add(3*testFrame)) {
+			t.Fatalf("done calls %+v, want epoch 1 once, right after frame 3 at %v", calls, 3*testFrame)
+		}
+		last := sink.written()[2]
+		if sampleEpoch(last.samples[frameLen/2-1]) != 1 || slices.ContainsFunc(last.samples[frameLen/2:], func(v int16) bool { return v != 0 }) {
+			t.Error("last frame is not half audio, half silence")
+		}
+		if got, want := p.Played(1), testFrame*5/2; got != want {
+			t.Errorf("Played = %v, want %v (padding not counted)", got, want)
+		}
+
+		// An utterance with no audio completes at the next tick.
+		time.Sleep(testFrame / 4)
+		endAt := time.Now()
+		p.EndEpoch(2)
+		time.Sleep(testFrame)
+		calls = done.get()
+		if len(calls) != 2 || calls[1].epoch != 2 || calls[1].at.Sub(endAt) > testFrame {
+			t.Fatalf("done calls %+v, want epoch 2 within a period of %v", calls, endAt.Sub(start))
+		}
+
+		// Ending an epoch whose audio has all been played fires at the next
+		// tick too; ending it again never fires again.
+		enqueue(t, p, 3, tagged(3, 0, frameLen))
+		time.Sleep(2 * testFrame)
+		p.EndEpoch(3)
+		time.Sleep(testFrame)
+		p.EndEpoch(3)
+		p.EndEpoch(1)
+		time.Sleep(3 * testFrame)
+		calls = done.get()
+		if len(calls) != 3 || calls[2].epoch != 3 {
+			t.Fatalf("done calls %+v, want epochs 1, 2, 3 once each", calls)
+		}
+	})
+}
+
+func TestPlayerFlushDuringPlayout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, sink, done := newTestPlayer(t)
+		enqueue(t, p, 1, tagged(1, 0, testRate)) // one second
+		p.EndEpoch(1)
+		startPlayer(t, p)
+
+		time.Sleep(5*testFrame + testFrame/2)
+		flushAt := time.Now()
+		p.Flush(1)
+		enqueue(t, p, 2, tagged(2, 0, 3*frameLen))
+		p.EndEpoch(2)
+		// Late audio of the flushed epoch is dropped without error.
+		enqueue(t, p, 1, tagged(1, 0, frameLen))
+		p.EndEpoch(1)
+		time.Sleep(10 * testFrame)
+
+		frames := sink.written()
+		var lastOld time.Time
+		for _, f := range frames {
+			if f.epoch == 1 {
+				lastOld = f.at
+			}
+		}
+		if lastOld.After(flushAt.Add(testFrame)) {
+			t.Errorf("epoch 1 frame written %v after Flush", lastOld.Sub(flushAt))
+		}
+		if n := len(audioOf(frames, 1)); n != 5*frameLen {
+			t.Errorf("%d samples of epoch 1 written, want the 5 frames before Flush", n)
+		}
+		if got := audioOf(frames, 2); !slices.Equal(got, tagged(2, 0, 3*frameLen)) {
+			t.Errorf("epoch 2 wrote %d samples, want its 3 frames intact", len(got))
+		}
+		if got, want := p.Played(1), 5*testFrame; got != want {
+			t.Errorf("Played(1) = %v, want %v", got, want)
+		}
+		calls := done.get()
+		if len(calls) != 1 || calls[0].epoch != 2 {
+			t.Errorf("done calls %+v, want only epoch 2 (epoch 1 was flushed)", calls)
+		}
+	})
+}
+
+func TestPlayerFlushWhileSinkBusy(t *testing.T) {
+	// Flush while a frame is inside WriteFrame: that frame is allowed to
+	// finish, but no other frame of the epoch may follow it.
+	synctest.Test(t, func(t *testing.T) {
+		p, sink, done := newTestPlayer(t)
+		release := make(chan struct{})
+		sink.block = func(f Frame) {
+			if f.Epoch == 1 && sampleEpoch(f.Samples[0]) == 1 && f.Samples[0]&1023 == 2*frameLen%1023+1 {
+				<-release // the third frame hangs
+			}
+		}
+		enqueue(t, p, 1, tagged(1, 0, 10*frameLen))
+		p.EndEpoch(1)
+		startPlayer(t, p)
+
+		time.Sleep(3 * testFrame)
+		synctest.Wait()
+		if n := len(sink.written()); n != 3 {
+			t.Fatalf("%d frames written, want 3 with the third one stuck in the sink", n)
+		}
+		p.Flush(1) // must not wait for the sink
+		enqueue(t, p, 2, tagged(2, 0, frameLen))
+		close(release)
+		time.Sleep(5 * testFrame)
+
+		frames := sink.written()
+		for i, f := range frames[3:] {
+			if f.epoch == 1 {
+				t.Errorf("frame %d of flushed epoch 1 written after the in-flight one", i+3)
+			}
+		}
+		if got := audioOf(frames, 2); len(got) != frameLen {
+			t.Errorf("epoch 2 wrote %d samples, want %d", len(got), frameLen)
+		}
+		// The in-flight frame was handed to the sink, so it counts.
+		if got, want := p.Played(1), 3*testFrame; got != want {
+			t.Errorf("Played(1) = %v, want %v", got, want)
+		}
+		if calls := done.get(); len(calls) != 0 {
+			t.Errorf("done fired for %+v", calls)
+		}
+	})
+}
+
+func TestPlayerFlushDuringLastFrame(t *testing.T) {
+	// The frame completing an epoch is in the sink when Flush comes: the
+	// epoch was flushed, so its done callback must not follow.
+	synctest.Test(t, func(t *testing.T) {
+		p, sink, done := newTestPlayer(t)
+		release := make(chan struct{})
+		sink.block = func(f Frame) {
+			if f.Epoch == 1 {
+				<-release
+			}
+		}
+		enqueue(t, p, 1, tagged(1, 0, frameLen/2))
+		p.EndEpoch(1)
+		startPlayer(t, p)
+		time.Sleep(testFrame)
+		synctest.Wait()
+		p.Flush(1)
+		close(release)
+		time.Sleep(3 * testFrame)
+		if calls := done.get(); len(calls) != 0 {
+			t.Errorf("done fired for %+v after its epoch was flushed", calls)
+		}
+		if n := len(sink.written()); n != 1 {
+			t.Errorf("%d frames written, want 1", n)
+		}
+	})
+}
+
+func TestPlayerEnqueueBlocksUntilFlush(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, _, _ := newTestPlayer(t, WithBufferDuration(5*testFrame))
+		enqueue(t, p, 1, tagged(1, 0, 5*frameLen)) // full
+
+		// Three producers wait: two for the epoch about to be flushed, one
+		// for the next. Flush must release all of them.
+		type result struct {
+			epoch uint64
+			err   error
+		}
+		results := make(chan result, 3)
+		for _, e := range []uint64{1, 1, 2} {
+			go func() {
+				results <- result{e, p.Enqueue(t.Context(), e, tagged(e, 0, frameLen))}
+			}()
+		}
+		synctest.Wait()
+		if len(results) != 0 {
+			t.Fatalf("Enqueue on a full queue returned: %+v", <-results)
+		}
+
+		p.Flush(1)
+		synctest.Wait()
+		if len(results) != 3 {
+			t.Fatalf("%d of 3 blocked Enqueue calls returned after Flush", len(results))
+		}
+		for range 3 {
+			if r := <-results; r.err != nil {
+				t.Errorf("Enqueue(%d) = %v", r.epoch, r.err)
+			}
+		}
+		// Only epoch 2's frame is queued now.
+		if err := p.tick(); err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Played(2); got != testFrame {
+			t.Errorf("Played(2) = %v after one tick, want %v", got, testFrame)
+		}
+	})
+}
+
+func TestPlayerEnqueueCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, _, _ := newTestPlayer(t, WithBufferDuration(2*testFrame))
+		enqueue(t, p, 1, tagged(1, 0, 2*frameLen))
+
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := make(chan error, 1)
+		go func() { errc <- p.Enqueue(ctx, 1, tagged(1, 0, frameLen)) }()
+		synctest.Wait()
+		if len(errc) != 0 {
+			t.Fatalf("Enqueue on a full queue returned %v", <-errc)
+		}
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Errorf("Enqueue = %v, want context.Canceled", err)
+		}
+
+		// A waiter that gave up must not swallow the next wake-up.
+		go func() { errc <- p.Enqueue(t.Context(), 1, tagged(1, 0, frameLen)) }()
+		synctest.Wait()
+		if err := p.tick(); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if len(errc) != 1 {
+			t.Fatal("Enqueue still blocked after a frame was played")
+		}
+		if err := <-errc; err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+func TestPlayerEnqueueLargerThanBuffer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, sink, _ := newTestPlayer(t, WithBufferDuration(5*testFrame))
+		startPlayer(t, p)
+		start := time.Now()
+		audio := tagged(1, 0, 12*frameLen)
+		enqueue(t, p, 1, audio) // blocks while playout drains the buffer
+		// It fits once 7 frames have been played.
+		if got := time.Since(start); got != 7*testFrame {
+			t.Errorf("Enqueue of 12 frames into 5 returned after %v, want %v", got, 7*testFrame)
+		}
+		time.Sleep(6 * testFrame)
+		if got := audioOf(sink.written(), 1); !slices.Equal(got, audio) {
+			t.Errorf("played %d samples, want the %d enqueued, in order", len(got), len(audio))
+		}
+	})
+}
+
+func TestPlayerFramesNeverMixEpochs(t *testing.T) {
+	p, sink, done := newTestPlayer(t)
+	ctx := t.Context()
+	var want [6][]int16
+	add := func(e uint64, n int) {
+		s := tagged(e, len(want[e]), n)
+		want[e] = append(want[e], s...)
+		if err := p.Enqueue(ctx, e, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(1, 250)
+	add(1, 170)
+	add(2, 333)
+	p.EndEpoch(2)
+	add(3, 1)
+	add(4, 700)
+	add(3, 5) // back to an earlier epoch: a separate run
+	p.EndEpoch(1)
+	p.EndEpoch(5) // no audio at all
+	add(4, 20)
+
+	for range 20 {
+		if err := p.tick(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	frames := sink.written()
+	for i, f := range frames {
+		if len(f.samples) != frameLen {
+			t.Errorf("frame %d has %d samples", i, len(f.samples))
+		}
+		for _, v := range f.samples {
+			if v != 0 && sampleEpoch(v) != f.epoch {
+				t.Fatalf("frame %d (epoch %d) holds a sample of epoch %d", i, f.epoch, sampleEpoch(v))
+			}
+		}
+	}
+	for e := uint64(1); e <= 4; e++ {
+		if got := audioOf(frames, e); !slices.Equal(got, want[e]) {
+			t.Errorf("epoch %d: wrote %d samples, want the %d enqueued in order", e, len(got), len(want[e]))
+		}
+	}
+	var order []uint64
+	for _, c := range done.get() {
+		order = append(order, c.epoch)
+	}
+	// 5 has no audio: it completes at the first tick. 1 completes with its
+	// (only) run, 2 with its run, 3 and 4 were never ended.
+	if want := []uint64{5, 1, 2}; !slices.Equal(order, want) {
+		t.Errorf("done order %v, want %v", order, want)
+	}
+}
+
+func TestPlayerPadsAtEpochEnd(t *testing.T) {
+	// Audio queued after EndEpoch still plays, but the ended part of the
+	// epoch finishes its frame with silence first.
+	p, sink, done := newTestPlayer(t)
+	enqueue(t, p, 1, tagged(1, 0, 100))
+	p.EndEpoch(1)
+	enqueue(t, p, 1, tagged(1, 100, 50))
+	for range 3 {
+		if err := p.tick(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	frames := sink.written()
+	if len(frames) != 2 {
+		t.Fatalf("%d frames written, want 2", len(frames))
+	}
+	for i, want := range [][]int16{tagged(1, 0, 100), tagged(1, 100, 50)} {
+		if got := audioOf(frames[i:i+1], 1); !slices.Equal(got, want) || frames[i].samples[len(want)] != 0 {
+			t.Errorf("frame %d: %d samples of audio, want %d then silence", i, len(got), len(want))
+		}
+	}
+	if calls := done.get(); len(calls) != 1 || calls[0].frames != 1 {
+		t.Errorf("done calls %+v, want one, right after the first frame", calls)
+	}
+}
+
+func TestPlayerFlushOutOfOrder(t *testing.T) {
+	// Queue order 3, 2, 4, 2: flushing 2 drops runs in the middle, and the
+	// audio around them must close up intact.
+	p, sink, done := newTestPlayer(t)
+	ctx := t.Context()
+	for _, c := range []struct {
+		e     uint64
+		start int
+		n     int
+	}{{3, 0, 300}, {2, 0, 200}, {4, 0, 500}, {2, 200, 100}} {
+		if err := p.Enqueue(ctx, c.e, tagged(c.e, c.start, c.n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.EndEpoch(2)
+	p.EndEpoch(4)
+	p.Flush(2)
+	if n := p.queued(); n != 800 {
+		t.Fatalf("%d samples queued after Flush, want the 800 of epochs 3 and 4", n)
+	}
+	// One frame of epoch 3, then two of epoch 4, back to back.
+	for range 3 {
+		if err := p.tick(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	frames := sink.written()
+	if len(frames) != 3 || p.queued() != 0 {
+		t.Fatalf("%d frames written in 3 periods, %d samples left; want 3 and 0", len(frames), p.queued())
+	}
+	if got := audioOf(frames, 3); !slices.Equal(got, tagged(3, 0, 300)) {
+		t.Errorf("epoch 3: %d samples written, want 300 intact", len(got))
+	}
+	if got := audioOf(frames, 4); !slices.Equal(got, tagged(4, 0, 500)) {
+		t.Errorf("epoch 4: %d samples written, want 500 intact", len(got))
+	}
+	if got := audioOf(frames, 2); len(got) != 0 {
+		t.Errorf("flushed epoch 2: %d samples written", len(got))
+	}
+	if calls := done.get(); len(calls) != 1 || calls[0].epoch != 4 {
+		t.Errorf("done calls %+v, want epoch 4 only", calls)
+	}
+	// Epoch 0 is at the initial watermark: always dropped.
+	if err := p.Enqueue(ctx, 0, tagged(0, 0, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.tick(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sink.written()); n != len(frames) {
+		t.Error("epoch 0 audio was played")
+	}
+}
+
+func TestPlayerWrapAround(t *testing.T) {
+	// Chunks that do not divide the ring make runs and frames straddle its
+	// end many times over.
+	p, sink, _ := newTestPlayer(t, WithBufferDuration(3*testFrame))
+	ctx := t.Context()
+	var want []int16
+	for i := range 50 {
+		s := tagged(1, len(want), 77+i*13%150)
+		want = append(want, s...)
+		for len(s) > 0 {
+			n := min(len(s), 3*frameLen-p.queued())
+			if err := p.Enqueue(ctx, 1, s[:n]); err != nil {
+				t.Fatal(err)
+			}
+			s = s[n:]
+			if len(s) > 0 {
+				if err := p.tick(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	for p.queued() > 0 {
+		if err := p.tick(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := audioOf(sink.written(), 1); !slices.Equal(got, want) {
+		t.Errorf("wrote %d samples, want the %d enqueued in order", len(got), len(want))
+	}
+}
+
+// queued reports how many samples wait in the ring.
+func (p *Player) queued() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.count
+}
+
+func TestPlayerIdleSilence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, sink, _ := newTestPlayer(t, WithIdleSilence(true), WithPlayerRate(Rate48k), WithFrameDuration(10*time.Millisecond))
+		startPlayer(t, p)
+		time.Sleep(3*10*time.Millisecond + time.Millisecond)
+		enqueue(t, p, 7, tagged(7, 0, 240)) // half a frame
+		time.Sleep(3 * 10 * time.Millisecond)
+		frames := sink.written()
+		if len(frames) != 6 {
+			t.Fatalf("%d frames in 6 periods, want 6", len(frames))
+		}
+		for i, f := range frames {
+			wantEpoch := uint64(0)
+			if i == 3 {
+				wantEpoch = 7
+			}
+			if f.epoch != wantEpoch || f.rate != Rate48k || len(f.samples) != 480 {
+				t.Errorf("frame %d: epoch %d, rate %d, %d samples; want epoch %d, 48 kHz, 480", i, f.epoch, f.rate, len(f.samples), wantEpoch)
+			}
+			if wantEpoch == 0 && slices.ContainsFunc(f.samples, func(v int16) bool { return v != 0 }) {
+				t.Errorf("idle frame %d is not silent", i)
+			}
+		}
+	})
+}
+
+func TestPlayerPlayedForgetsOldEpochs(t *testing.T) {
+	p, _, _ := newTestPlayer(t)
+	for e := uint64(1); e <= 40; e++ {
+		enqueue(t, p, e, tagged(e%16, 0, frameLen/2))
+		if err := p.tick(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for e := uint64(1); e <= 40; e++ {
+		want := testFrame / 2
+		if e <= 40-playerEpochs {
+			want = 0
+		}
+		if got := p.Played(e); got != want {
+			t.Errorf("Played(%d) = %v, want %v", e, got, want)
+		}
+	}
+	if got := p.Played(41); got != 0 {
+		t.Errorf("Played of a future epoch = %v", got)
+	}
+}
+
+func TestPlayerSinkError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, sink, _ := newTestPlayer(t)
+		wantErr := errors.New("transport closed")
+		sink.err = wantErr
+		enqueue(t, p, 1, tagged(1, 0, frameLen))
+		err := p.Run(t.Context())
+		if !errors.Is(err, wantErr) {
+			t.Errorf("Run = %v, want it to wrap %v", err, wantErr)
+		}
+		if got := p.Played(1); got != 0 {
+			t.Errorf("Played = %v for a frame the sink rejected", got)
+		}
+	})
+}
+
+func TestPlayerRunTwice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, _, _ := newTestPlayer(t)
+		startPlayer(t, p)
+		synctest.Wait()
+		if err := p.Run(t.Context()); err == nil {
+			t.Error("second concurrent Run: no error")
+		}
+	})
+}
+
+func TestNewPlayerOptions(t *testing.T) {
+	sink := SinkFunc(func(Frame) error { return nil })
+	for _, tc := range []struct {
+		name string
+		opts []PlayerOption
+	}{
+		{"rate", []PlayerOption{WithPlayerRate(22050)}},
+		{"frame 30ms", []PlayerOption{WithFrameDuration(30 * time.Millisecond)}},
+		{"frame 0", []PlayerOption{WithFrameDuration(0)}},
+		{"buffer below a frame", []PlayerOption{WithBufferDuration(10 * time.Millisecond)}},
+		{"buffer huge", []PlayerOption{WithBufferDuration(100 * time.Hour)}},
+	} {
+		if p, err := NewPlayer(sink, tc.opts...); err == nil || p != nil {
+			t.Errorf("%s: NewPlayer = %v, %v; want an error", tc.name, p, err)
+		}
+	}
+	if _, err := NewPlayer(nil); err == nil {
+		t.Error("nil sink: no error")
+	}
+
+	p, err := NewPlayer(sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Rate() != Rate16k || p.FrameDuration() != 20*time.Millisecond || len(p.ring) != 10*Rate16k {
+		t.Errorf("defaults: rate %d, frame %v, buffer %d samples", p.Rate(), p.FrameDuration(), len(p.ring))
+	}
+	p, err = NewPlayer(sink, WithPlayerRate(Rate8k), WithFrameDuration(10*time.Millisecond), WithBufferDuration(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Rate() != Rate8k || p.FrameDuration() != 10*time.Millisecond || len(p.frame) != 80 || len(p.ring) != Rate8k {
+		t.Errorf("rate %d, frame %v (%d samples), buffer %d samples", p.Rate(), p.FrameDuration(), len(p.frame), len(p.ring))
+	}
+}
+
+func TestPlayerNoAllocs(t *testing.T) {
+	p, err := NewPlayer(SinkFunc(func(Frame) error { return nil }), WithEpochDone(func(uint64) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	chunk := tagged(1, 0, frameLen)
+	n := testing.AllocsPerRun(100, func() {
+		if err := p.Enqueue(ctx, 1, chunk); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.tick(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n != 0 {
+		t.Errorf("Enqueue + tick allocate %v times, want 0", n)
+	}
+}
+
+func BenchmarkPlayerFramePath(b *testing.B) {
+	p, err := NewPlayer(SinkFunc(func(Frame) error { return nil }))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	chunk := make([]int16, SamplesFor(p.Rate(), p.FrameDuration()))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := p.Enqueue(ctx, 1, chunk); err != nil {
+			b.Fatal(err)
+		}
+		if err := p.tick(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
