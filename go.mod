@@ -3,8 +3,9 @@ module github.com/holdline/holdline
 go 1.26.0
 
 require (
-	github.com/google/jsonschema-go v0.4.3 // indirect
-	golang.org/x/sync v0.24.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/term v0.47.0 // indirect
+	github.com/google/jsonschema-go v0.4.3
+	golang.org/x/sync v0.24.0
+	golang.org/x/term v0.47.0
 )
+
+require golang.org/x/sys v0.49.0 // indirect

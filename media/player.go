@@ -120,8 +120,9 @@ type Player struct {
 	// changes under mu; the atomic lets Run check it once more, without
 	// the lock, right before a frame or callback leaves the Player.
 	flushed atomic.Uint64
-	// wake hands a wake-up to one blocked Enqueue. A waiter that returns
-	// without using up the space it was woken for passes it on.
+	// wake hands a wake-up to one blocked Enqueue. A woken waiter that
+	// returns passes it on, so that one send after a Flush releases every
+	// waiter that can go, without waking all of them on every tick.
 	wake chan struct{}
 
 	mu       sync.Mutex
@@ -261,8 +262,9 @@ func (p *Player) push(epoch uint64, s []int16) int {
 // that happens at the next frame period at the latest. Audio enqueued for
 // the epoch afterwards still plays but does not call it again.
 //
-// It does nothing for a flushed epoch, and the callback never comes for an
-// epoch flushed before its end is reached.
+// It does nothing for a flushed epoch, and the callback does not come for an
+// epoch flushed before the callback is due, even if the epoch's last frame
+// was already in the sink at the time.
 func (p *Player) EndEpoch(epoch uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -390,8 +392,10 @@ func (p *Player) notifyLocked() {
 }
 
 // Played returns how much audio of epoch has been handed to the sink so far,
-// silence padding not included. It remembers the last 32 epochs; older ones
-// report 0.
+// silence padding not included: the playout clock, for truncating an
+// interrupted turn at what was heard. A frame counts from the moment it is
+// handed over, so right after Flush it includes the frame still in the sink.
+// It remembers the last 32 epochs; older ones report 0.
 func (p *Player) Played(epoch uint64) time.Duration {
 	p.mu.Lock()
 	s := p.slots[epoch%playerEpochs]

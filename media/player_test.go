@@ -297,6 +297,9 @@ func TestPlayerFlushWhileSinkBusy(t *testing.T) {
 			t.Fatalf("%d frames written, want 3 with the third one stuck in the sink", n)
 		}
 		p.Flush(1) // must not wait for the sink
+		if got, want := p.Played(1), 3*testFrame; got != want {
+			t.Errorf("Played(1) = %v right after Flush, want %v (the frame in the sink counts)", got, want)
+		}
 		enqueue(t, p, 2, tagged(2, 0, frameLen))
 		close(release)
 		time.Sleep(5 * testFrame)

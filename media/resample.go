@@ -80,8 +80,8 @@ func NewResampler(from, to int) (*Resampler, error) {
 	r.bank = make([]float32, r.phases*r.taps)
 
 	// The output at input time i+f (0 <= f < 1) is the weighted sum of
-	// x[i-taps+1 .. i]: the kernel is centred half taps back, which makes the
-	// filter causal at the price of a constant delay of half input samples.
+	// x[i-taps+1 .. i]: centring the kernel half samples back makes the
+	// filter causal, at the price of a constant delay of half samples.
 	i0 := besselI0(resampleBeta)
 	h := make([]float64, r.taps)
 	for p := 0; p < r.phases; p++ {
@@ -129,7 +129,7 @@ func (r *Resampler) OutputLen(n int) int {
 
 // Process appends the resampled output for src to dst and returns the
 // extended slice. With enough capacity in dst (see OutputLen) it does not
-// allocate: out = r.Process(out[:0], in). dst and src must not overlap.
+// allocate: out = r.Process(out[:0], in).
 func (r *Resampler) Process(dst, src []int16) []int16 {
 	if r.from == r.to {
 		return append(dst, src...)
