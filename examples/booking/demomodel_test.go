@@ -2,6 +2,8 @@ package booking
 
 import (
 	"testing"
+
+	"github.com/holdline/holdline/llm"
 )
 
 func TestDemoModelUnderstandsPartyAndTime(t *testing.T) {
@@ -30,4 +32,8 @@ func TestDemoModelUnderstandsPartyAndTime(t *testing.T) {
 			}
 		})
 	}
+}
+
+func requestWithUser(text string) llm.Request {
+	return llm.Request{Context: llm.ChatContext{Items: []llm.Item{{Kind: llm.KindMessage, Role: llm.RoleUser, Text: text}}}}
 }
