@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -124,6 +125,7 @@ type Session struct {
 	edges   *liveEdges
 	player  *media.Player
 	in      *audioInput
+	running atomic.Bool
 }
 
 // New prepares a session for agent. Nothing runs until Run.
@@ -202,8 +204,15 @@ func (s *Session) ID() string { return s.cfg.id }
 // event.
 func (s *Session) Subscribe(n int) *events.Subscription { return s.bus.Subscribe(n) }
 
-// Run runs the session until ctx ends. It returns nil when ctx ended it.
+// ErrAlreadyRunning is returned by a second call to Run.
+var ErrAlreadyRunning = errors.New("runtime: session already run")
+
+// Run runs the session until ctx ends. It returns nil when ctx ended it. A
+// session runs once.
 func (s *Session) Run(ctx context.Context) error {
+	if !s.running.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
 	defer close(s.done)
 	defer s.bus.Close()
 	ctx, cancel := context.WithCancel(ctx)

@@ -216,18 +216,7 @@ func (c *console) interactive(ctx context.Context, stdin io.Reader, _ bool) erro
 	}()
 	captions := time.NewTicker(100 * time.Millisecond)
 	defer captions.Stop()
-	var (
-		epoch   uint64
-		printed string
-	)
-	finishLine := func(rest string, suffix string) {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if epoch != 0 {
-			fmt.Fprintf(c.out, "%s%s\n", rest, suffix)
-		}
-		epoch, printed = 0, ""
-	}
+	cl := &captionLine{out: c.out}
 	for {
 		select {
 		case <-ctx.Done():
@@ -236,45 +225,86 @@ func (c *console) interactive(ctx context.Context, stdin io.Reader, _ bool) erro
 			if !ok {
 				return nil
 			}
-			if strings.TrimSpace(line) == "" {
+			line = strings.TrimSpace(line)
+			if line == "" {
 				continue
 			}
-			if epoch != 0 {
-				finishLine("", " —")
-			}
-			if err := c.sess.Inject(ctx, strings.TrimSpace(line)); err != nil {
+			// The terminal echoed the line and its newline already.
+			c.mu.Lock()
+			cl.open = false
+			c.mu.Unlock()
+			if err := c.sess.Inject(ctx, line); err != nil {
 				return err
 			}
 		case e, ok := <-c.sub.C():
 			if !ok {
 				return nil
 			}
-			c.show(e, true)
-			if (e.Kind == events.PlayoutDone || e.Kind == events.PlayoutTruncate) && e.Epoch == epoch {
-				suffix := ""
-				if e.Kind == events.PlayoutTruncate {
-					suffix = " [interrupted]"
-				}
-				finishLine(strings.TrimPrefix(e.Text, printed), suffix)
+			c.mu.Lock()
+			switch e.Kind {
+			case events.PlayoutDone, events.PlayoutTruncate:
+				cl.finish(e)
+			case events.ToolTerminal, events.ProviderError:
+				cl.close()
 			}
+			c.mu.Unlock()
+			c.show(e, true)
 		case <-captions.C:
 			cp, err := c.sess.NowPlaying(ctx)
 			if err != nil || cp.Text == "" {
 				continue
 			}
 			c.mu.Lock()
-			if cp.Epoch != epoch {
-				if epoch != 0 {
-					fmt.Fprintln(c.out)
-				}
-				epoch, printed = cp.Epoch, ""
-				fmt.Fprint(c.out, "agent: ")
-			}
-			if strings.HasPrefix(cp.Text, printed) {
-				fmt.Fprint(c.out, cp.Text[len(printed):])
-				printed = cp.Text
-			}
+			cl.show(cp.Epoch, cp.Text)
 			c.mu.Unlock()
 		}
+	}
+}
+
+// captionLine prints an agent turn's words as they are played, one line per
+// turn, reopened with "…" when something else had to be printed meanwhile.
+type captionLine struct {
+	out     io.Writer
+	epoch   uint64
+	printed string
+	open    bool
+}
+
+func (l *captionLine) show(epoch uint64, text string) {
+	if epoch != l.epoch {
+		l.close()
+		l.epoch, l.printed = epoch, ""
+	}
+	if !strings.HasPrefix(text, l.printed) || text == l.printed {
+		return
+	}
+	more := text[len(l.printed):]
+	if !l.open {
+		fmt.Fprint(l.out, "agent: ")
+		if l.printed != "" {
+			fmt.Fprint(l.out, "… ")
+		}
+		more = strings.TrimLeft(more, " ")
+		l.open = true
+	}
+	fmt.Fprint(l.out, more)
+	l.printed = text
+}
+
+func (l *captionLine) close() {
+	if l.open {
+		fmt.Fprintln(l.out)
+		l.open = false
+	}
+}
+
+// finish prints the rest of the turn when its playout ends.
+func (l *captionLine) finish(e events.Event) {
+	if e.Epoch == l.epoch || l.epoch == 0 {
+		l.show(e.Epoch, e.Text)
+		if e.Kind == events.PlayoutTruncate && l.open {
+			fmt.Fprint(l.out, " [interrupted]")
+		}
+		l.close()
 	}
 }
