@@ -77,7 +77,12 @@ func (g generation) read(ctx context.Context, req llm.Request, phrases chan<- st
 		chunker tts.Chunker
 		err     error
 	)
+	sctx, stall := g.stallGuard(ctx, "model")
+	defer stall.release()
 	send := func(p string) bool {
+		// Waiting for the speaker is not the model stalling.
+		stall.Stop()
+		defer stall.Reset(g.s.cfg.stallTimeout)
 		select {
 		case phrases <- p:
 			return true
@@ -85,7 +90,7 @@ func (g generation) read(ctx context.Context, req llm.Request, phrases chan<- st
 			return false
 		}
 	}
-	stream, err := g.s.agent.Model.Stream(ctx, req)
+	stream, err := g.s.agent.Model.Stream(sctx, req)
 	if err == nil {
 		defer stream.Close()
 		for {
@@ -94,6 +99,7 @@ func (g generation) read(ctx context.Context, req llm.Request, phrases chan<- st
 			if err != nil {
 				break
 			}
+			stall.Reset(g.s.cfg.stallTimeout)
 			if chunk.Text != "" {
 				g.s.post(ModelText{Epoch: g.epoch, Text: chunk.Text})
 				for _, p := range chunker.Push(chunk.Text) {
@@ -112,6 +118,9 @@ func (g generation) read(ctx context.Context, req llm.Request, phrases chan<- st
 	}
 	if errors.Is(err, io.EOF) {
 		err = nil
+	}
+	if cause := context.Cause(sctx); errors.Is(cause, ErrProviderStalled) {
+		err = cause
 	}
 	if err != nil {
 		err = fmt.Errorf("model stream: %w", err)
@@ -149,13 +158,15 @@ func (g generation) speak(ctx context.Context, phrases <-chan string) {
 		}
 		start := offset
 		timed := false
-		stream, err := synth.Synthesize(ctx, p)
+		sctx, stall := g.stallGuard(ctx, "speech synthesis")
+		stream, err := synth.Synthesize(sctx, p)
 		for err == nil {
 			var chunk tts.Chunk
 			chunk, err = stream.Recv()
 			if err != nil {
 				break
 			}
+			stall.Reset(g.s.cfg.stallTimeout)
 			if len(chunk.Words) > 0 {
 				timed = true
 				words := make([]tts.WordTiming, len(chunk.Words))
@@ -187,8 +198,13 @@ func (g generation) speak(ctx context.Context, phrases <-chan string) {
 		if stream != nil {
 			stream.Close()
 		}
+		cause := context.Cause(sctx)
+		stall.release()
 		if ctx.Err() != nil {
 			continue
+		}
+		if errors.Is(cause, ErrProviderStalled) {
+			err = cause
 		}
 		if !errors.Is(err, io.EOF) && err != nil {
 			failed = fmt.Errorf("speech synthesis: %w", err)
@@ -208,6 +224,35 @@ func (g generation) speak(ctx context.Context, phrases <-chan string) {
 	}
 	player.EndEpoch(g.epoch)
 	g.s.post(SpeechDone{Epoch: g.epoch, Err: failed})
+}
+
+// ErrProviderStalled ends a model or synthesis stream that sent nothing for
+// longer than the session's stall timeout.
+var ErrProviderStalled = errors.New("runtime: provider stalled")
+
+// stallGuard returns a context that is cancelled, with ErrProviderStalled as
+// its cause, when the returned timer fires; callers Reset it on every sign
+// of life.
+func (g generation) stallGuard(ctx context.Context, what string) (context.Context, *stallTimer) {
+	limit := g.s.cfg.stallTimeout
+	sctx, cancel := context.WithCancelCause(ctx)
+	t := &stallTimer{cancel: cancel}
+	t.Timer = time.AfterFunc(limit, func() {
+		cancel(fmt.Errorf("%w: %s sent nothing for %v", ErrProviderStalled, what, limit))
+	})
+	return sctx, t
+}
+
+type stallTimer struct {
+	*time.Timer
+	cancel context.CancelCauseFunc
+}
+
+// release stops the guard and frees its context; read the context's cause
+// before calling it.
+func (t *stallTimer) release() {
+	t.Stop()
+	t.cancel(nil)
 }
 
 // wordsAt spreads the words of text over [start, start+dur), each in

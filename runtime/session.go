@@ -24,6 +24,7 @@ const (
 	DefaultEndpointing       = 500 * time.Millisecond
 	DefaultTranscriptTimeout = 2 * time.Second
 	DefaultMailbox           = 1024
+	DefaultStallTimeout      = 10 * time.Second
 )
 
 // ErrSessionClosed is returned by calls on a session that has stopped.
@@ -38,6 +39,7 @@ type config struct {
 	endpointing       time.Duration
 	transcriptTimeout time.Duration
 	mailbox           int
+	stallTimeout      time.Duration
 	log               *slog.Logger
 	input             InputConfig
 }
@@ -109,6 +111,19 @@ func WithTranscriptTimeout(d time.Duration) Option {
 	}
 }
 
+// WithStallTimeout bounds how long a model or synthesis stream may send
+// nothing (before its first chunk or between two) before the turn gives up
+// on it with ErrProviderStalled (default DefaultStallTimeout).
+func WithStallTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("runtime: stall timeout %v must be positive", d)
+		}
+		c.stallTimeout = d
+		return nil
+	}
+}
+
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error { c.log = l; return nil }
@@ -140,6 +155,7 @@ func New(agent *Agent, opts ...Option) (*Session, error) {
 		endpointing:       DefaultEndpointing,
 		transcriptTimeout: DefaultTranscriptTimeout,
 		mailbox:           DefaultMailbox,
+		stallTimeout:      DefaultStallTimeout,
 		log:               slog.Default(),
 		input:             DefaultInputConfig(),
 	}

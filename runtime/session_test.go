@@ -596,3 +596,56 @@ func TestWaitPlayout(t *testing.T) {
 		}
 	})
 }
+
+// A model that accepts the request and goes silent is given up on after
+// the stall timeout: the turn ends with a provider error instead of holding
+// the floor forever. A model error mid-stream keeps what was said.
+func TestModelFailuresEndTheTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, setup{
+			opts: []Option{WithStallTimeout(3 * time.Second)},
+			responses: []scripted.Response{
+				{Hang: true},
+				{Text: "Hello there my friend.", Err: errors.New("upstream 500"), ErrAfter: 2},
+			},
+		})
+		if err := h.s.Inject(context.Background(), "Hi"); err != nil {
+			t.Fatal(err)
+		}
+		sent := h.waitFor(events.InferenceSent, nil, time.Second)
+		failed := h.waitFor(events.ProviderError, nil, 5*time.Second)
+		if d := failed.Time.Sub(sent.Time); d != 3*time.Second || !strings.Contains(failed.Error, "stalled") {
+			t.Errorf("stalled model reported after %v as %q; want after 3s, naming the stall", d, failed.Error)
+		}
+		h.waitFor(events.Idle, nil, time.Second)
+
+		if err := h.s.Inject(context.Background(), "Hello?"); err != nil {
+			t.Fatal(err)
+		}
+		h.waitFor(events.ProviderError, func(e events.Event) bool { return strings.Contains(e.Error, "upstream 500") }, 5*time.Second)
+		done := h.waitFor(events.PlayoutDone, func(e events.Event) bool { return e.Text != "" }, 5*time.Second)
+		if done.Text != "Hello there" {
+			t.Errorf("played %q; want the two words the model sent before failing", done.Text)
+		}
+		h.waitFor(events.Idle, func(e events.Event) bool { return e.Time.After(done.Time) || e.Time.Equal(done.Time) }, 5*time.Second)
+	})
+}
+
+// A call to a tool the agent does not have becomes an error result naming
+// the tools it does have.
+func TestUnknownToolBecomesErrorResult(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, setup{responses: []scripted.Response{
+			{Text: "Sure.", ToolCalls: []scripted.Call{{ID: "x", Name: "launch_rockets"}}},
+			{Text: "I can't do that."},
+		}})
+		if err := h.s.Inject(context.Background(), "Launch."); err != nil {
+			t.Fatal(err)
+		}
+		term := h.waitFor(events.ToolTerminal, nil, time.Second)
+		if term.State != string(tools.StateFailed) || !strings.Contains(term.Error, `no tool named "launch_rockets"`) {
+			t.Errorf("terminal = %s %q", term.State, term.Error)
+		}
+		h.waitFor(events.PlayoutDone, func(e events.Event) bool { return e.Text == "I can't do that." }, 5*time.Second)
+	})
+}
