@@ -48,7 +48,8 @@ func expectClosed(t *testing.T, s *events.Subscription) {
 func TestPublishNeverBlocksAndReportsDrops(t *testing.T) {
 	const buf = 4
 	b := events.NewBus()
-	defer b.Close()
+	// No deferred b.Close: if Publish blocks while holding the bus lock, Close
+	// would hang too and turn a failure into a test timeout.
 	s := b.Subscribe(buf)
 
 	const n = 10 * buf
@@ -107,6 +108,7 @@ func TestPublishNeverBlocksAndReportsDrops(t *testing.T) {
 		}
 	}
 	expectEmpty(t, s)
+	b.Close()
 }
 
 // When the buffer is still full at the next publish, the notice cannot be
@@ -286,15 +288,23 @@ func TestDrainStopsOnFnError(t *testing.T) {
 
 	errStop := errors.New("stop")
 	var seen []uint64
-	err := events.Drain(context.Background(), s, func(e events.Event) error {
-		seen = append(seen, e.Seq)
-		if e.Seq == 3 {
-			return errStop
+	errc := make(chan error, 1)
+	go func() {
+		errc <- events.Drain(context.Background(), s, func(e events.Event) error {
+			seen = append(seen, e.Seq)
+			if e.Seq == 3 {
+				return errStop
+			}
+			return nil
+		})
+	}()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, errStop) {
+			t.Fatalf("Drain returned %v, want %v", err, errStop)
 		}
-		return nil
-	})
-	if !errors.Is(err, errStop) {
-		t.Fatalf("Drain returned %v, want %v", err, errStop)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Drain did not return after fn failed")
 	}
 	if fmt.Sprint(seen) != "[1 2 3]" {
 		t.Fatalf("fn saw %v, want [1 2 3]", seen)

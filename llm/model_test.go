@@ -69,7 +69,7 @@ func TestCallAccumulatorManySmallFragments(t *testing.T) {
 	}
 }
 
-func TestCallAccumulatorLaterIDOrNameWins(t *testing.T) {
+func TestCallAccumulatorEmptyFragmentKeepsIDAndName(t *testing.T) {
 	var acc llm.CallAccumulator
 	acc.Add(llm.ToolCallDelta{Index: 0, ID: "first", Name: "a"})
 	acc.Add(llm.ToolCallDelta{Index: 0, ID: "", Name: ""}) // empty does not erase

@@ -528,6 +528,7 @@ func (c *conductor) maybeSettle(t *turnState) {
 		}
 	}
 	t.settled = true
+	c.edges.cancelGeneration(t.epoch) // releases the finished generation
 	close(t.handle.settled)
 	c.emit(events.Event{Kind: events.TurnSettled, Epoch: t.epoch})
 	for i, x := range c.turns {

@@ -90,43 +90,36 @@ func WithFrameDuration(d time.Duration) Option {
 // WithEndpointing sets how long the caller must be silent before their turn
 // ends (default DefaultEndpointing).
 func WithEndpointing(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("runtime: endpointing %v must be positive", d)
-		}
-		c.endpointing = d
-		return nil
-	}
+	return positive("endpointing", d, func(c *config) { c.endpointing = d })
 }
 
 // WithTranscriptTimeout bounds the wait for a final transcript once the
 // caller's turn has ended (default DefaultTranscriptTimeout).
 func WithTranscriptTimeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("runtime: transcript timeout %v must be positive", d)
-		}
-		c.transcriptTimeout = d
-		return nil
-	}
+	return positive("transcript timeout", d, func(c *config) { c.transcriptTimeout = d })
 }
 
 // WithStallTimeout bounds how long a model or synthesis stream may send
 // nothing (before its first chunk or between two) before the turn gives up
 // on it with ErrProviderStalled (default DefaultStallTimeout).
 func WithStallTimeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("runtime: stall timeout %v must be positive", d)
-		}
-		c.stallTimeout = d
-		return nil
-	}
+	return positive("stall timeout", d, func(c *config) { c.stallTimeout = d })
 }
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error { c.log = l; return nil }
+}
+
+// positive makes an option that sets a duration which must be positive.
+func positive(what string, d time.Duration, set func(*config)) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("runtime: %s %v must be positive", what, d)
+		}
+		set(c)
+		return nil
+	}
 }
 
 // Session runs one conversation between a caller and an agent.
@@ -304,17 +297,24 @@ func (s *Session) GenerateReply(ctx context.Context, instructions string) error 
 
 // ChatContext returns a copy of the chat context as it stands.
 func (s *Session) ChatContext(ctx context.Context) (llm.ChatContext, error) {
-	out := make(chan llm.ChatContext, 1)
-	if err := s.send(ctx, query{fn: func(c *conductor) { out <- c.context() }}); err != nil {
-		return llm.ChatContext{}, err
+	return ask(ctx, s, func(c *conductor) llm.ChatContext { return c.context() })
+}
+
+// ask runs fn on the conductor goroutine and returns its answer: a
+// consistent read of state that only the conductor may touch.
+func ask[T any](ctx context.Context, s *Session, fn func(*conductor) T) (T, error) {
+	out := make(chan T, 1) // buffered: the conductor never waits for the asker
+	var zero T
+	if err := s.send(ctx, query{fn: func(c *conductor) { out <- fn(c) }}); err != nil {
+		return zero, err
 	}
 	select {
-	case cc := <-out:
-		return cc, nil
+	case v := <-out:
+		return v, nil
 	case <-s.done:
-		return llm.ChatContext{}, ErrSessionClosed
+		return zero, ErrSessionClosed
 	case <-ctx.Done():
-		return llm.ChatContext{}, ctx.Err()
+		return zero, ctx.Err()
 	}
 }
 
@@ -334,25 +334,12 @@ type Caption struct {
 // NowPlaying returns the words of the playing turn that have been played so
 // far (a zero Caption when nothing plays), for live captions.
 func (s *Session) NowPlaying(ctx context.Context) (Caption, error) {
-	out := make(chan Caption, 1)
-	if err := s.send(ctx, query{fn: func(c *conductor) {
-		var cp Caption
+	return ask(ctx, s, func(c *conductor) Caption {
 		for _, t := range c.turns {
 			if !t.interrupted && !t.playoutDone {
-				cp = Caption{Epoch: t.epoch, Text: c.playedText(t, c.edges.played(t.epoch))}
-				break
+				return Caption{Epoch: t.epoch, Text: c.playedText(t, c.edges.played(t.epoch))}
 			}
 		}
-		out <- cp
-	}}); err != nil {
-		return Caption{}, err
-	}
-	select {
-	case cp := <-out:
-		return cp, nil
-	case <-s.done:
-		return Caption{}, ErrSessionClosed
-	case <-ctx.Done():
-		return Caption{}, ctx.Err()
-	}
+		return Caption{}
+	})
 }

@@ -79,11 +79,8 @@ func (t *Turn) PlayedText() string {
 // and the context's error when ctx ends first. Without a deadline on ctx it
 // waits at most DefaultWaitTimeout.
 func (t *Turn) WaitPlayout(ctx context.Context) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultWaitTimeout)
-		defer cancel()
-	}
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	select {
 	case <-t.interrupted:
 		return ErrInterrupted
@@ -103,15 +100,20 @@ func (t *Turn) WaitPlayout(ctx context.Context) error {
 // as WaitPlayout. Interruption does not end this wait: an interrupted turn
 // still settles once its in-flight work ends under its own deadlines.
 func (t *Turn) WaitSettled(ctx context.Context) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultWaitTimeout)
-		defer cancel()
-	}
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	select {
 	case <-t.settled:
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("%w: turn %d settle: %w", ErrWaitTimeout, t.epoch, ctx.Err())
 	}
+}
+
+// bounded gives ctx the default wait deadline unless it has one already.
+func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, DefaultWaitTimeout)
 }
