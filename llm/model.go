@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"sort"
@@ -95,7 +96,7 @@ func (a *CallAccumulator) Calls() []ToolCall {
 	out := make([]ToolCall, 0, len(idx))
 	for _, i := range idx {
 		c := *a.calls[i]
-		c.Arguments = json.RawMessage(a.args[i])
+		c.Arguments = bytes.Clone(a.args[i])
 		if len(c.Arguments) == 0 {
 			c.Arguments = json.RawMessage("{}")
 		}
