@@ -247,6 +247,7 @@ func TestBargeInStopsPlayoutAndKeepsPlayedWords(t *testing.T) {
 		if first.IsZero() {
 			t.Fatal("the greeting never played")
 		}
+		t.Logf("last old-epoch frame left %v after the decision", last.Sub(cut.Time))
 		if late := last.Sub(cut.Time); late > 20*time.Millisecond {
 			t.Errorf("old-epoch audio left %v after the barge-in decision; want within one frame (20ms)", late)
 		}
@@ -270,6 +271,7 @@ func TestBargeInStopsPlayoutAndKeepsPlayedWords(t *testing.T) {
 		if msg.Text != want || !msg.Interrupted {
 			t.Errorf("assistant message = %q (interrupted %v); want %q interrupted (played %v)", msg.Text, msg.Interrupted, want, tr.Played)
 		}
+		t.Logf("played %v: context holds %q (interrupted %v)", tr.Played, msg.Text, msg.Interrupted)
 		if n == 0 || n >= len(words) {
 			t.Errorf("cut after %d of %d words: the test should cut mid-sentence", n, len(words))
 		}
@@ -333,6 +335,7 @@ func TestInjectDuringPreambleIsAnsweredAtOnce(t *testing.T) {
 		if len(sent) != 2 {
 			t.Fatalf("want 2 model requests, got %d:\n%s", len(sent), h.timeline())
 		}
+		t.Logf("injected input answered %v after the injection; playout wait returned %v after it", sent[1].Time.Sub(injectedAt), waitedAt.Sub(injectedAt))
 		if d := sent[1].Time.Sub(injectedAt); d >= 50*time.Millisecond {
 			t.Errorf("injected input answered %v later; want < 50ms", d)
 		}
