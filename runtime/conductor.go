@@ -198,6 +198,11 @@ func (c *conductor) onSpeechStarted() {
 func (c *conductor) onSpeechStopped() {
 	c.userSpeaking = false
 	c.emit(events.Event{Kind: events.SpeechStopped, Epoch: c.epoch})
+	c.startEndpoint()
+}
+
+// startEndpoint starts the silence that ends the caller's turn.
+func (c *conductor) startEndpoint() {
 	c.stopEndpoint()
 	c.timerID++
 	id := c.timerID
@@ -221,8 +226,14 @@ func (c *conductor) onTranscript(tr UserTranscript) {
 		return
 	}
 	c.userFinals = append(c.userFinals, strings.TrimSpace(tr.Text))
-	if c.endpointDue && !c.userSpeaking {
+	switch {
+	case c.userSpeaking:
+	case c.endpointDue:
 		c.finishUserTurn()
+	case c.endpointID == 0:
+		// Words the VAD did not catch as speech: they still make a turn,
+		// once the usual silence has passed.
+		c.startEndpoint()
 	}
 }
 

@@ -652,3 +652,23 @@ func TestUnknownToolBecomesErrorResult(t *testing.T) {
 		h.waitFor(events.PlayoutDone, func(e events.Event) bool { return e.Text == "I can't do that." }, 5*time.Second)
 	})
 }
+
+// A final transcript the VAD never flagged as speech still becomes a user
+// turn after the usual silence, instead of leaving the floor held forever.
+func TestTranscriptWithoutSpeechStillEndsTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, setup{
+			opts:      []Option{WithEndpointing(400 * time.Millisecond)},
+			responses: []scripted.Response{{Text: "Yes?"}},
+		})
+		at := time.Now()
+		if err := h.s.send(context.Background(), UserTranscript{Text: "hello", Final: true}); err != nil {
+			t.Fatal(err)
+		}
+		turn := h.waitFor(events.UserTurn, nil, time.Second)
+		if turn.Text != "hello" || turn.Time.Sub(at) != 400*time.Millisecond {
+			t.Errorf("user turn %q after %v; want \"hello\" after 400ms", turn.Text, turn.Time.Sub(at))
+		}
+		h.waitFor(events.Idle, nil, 5*time.Second)
+	})
+}
