@@ -108,6 +108,10 @@ type callState struct {
 	output    string
 	isError   bool
 	committed bool
+	// moot: the call ended only because the user interrupted its turn; the
+	// newer input is being answered, so its result needs no answer of its
+	// own (it still reaches the context, and the next request sees it).
+	moot bool
 }
 
 func (c *conductor) now() time.Duration { return c.clock.Now().Sub(c.start) }
@@ -450,6 +454,7 @@ func (c *conductor) onToolOutcome(o ToolOutcome) {
 		out = "error: " + o.Err.Error()
 		if errors.Is(o.Err, ErrInterrupted) {
 			out = "error: the user interrupted before this call could finish; it did not complete"
+			cs.moot = true
 		}
 	}
 	c.finishCall(cs, o.State, out, isErr)
@@ -490,7 +495,9 @@ func (c *conductor) commitReady(t *turnState) {
 		return
 	}
 	if t.interrupted || t.superseded {
-		c.pendingInference = true
+		for _, cs := range t.calls {
+			c.pendingInference = c.pendingInference || !cs.moot
+		}
 		return
 	}
 	if !t.followUp {

@@ -344,6 +344,9 @@ func TestInjectDuringPreambleIsAnsweredAtOnce(t *testing.T) {
 			t.Errorf("lookup ended %s; want failed (interrupted)", term.State)
 		}
 		h.waitFor(events.Idle, nil, 10*time.Second)
+		if errs := h.all(events.ProviderError); len(errs) > 0 || len(h.all(events.InferenceSent)) != 2 {
+			t.Errorf("want exactly the two answers and no errors:\n%s", h.timeline())
+		}
 		cc := h.context()
 		results := 0
 		for _, it := range cc.Items {
