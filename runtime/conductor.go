@@ -62,8 +62,9 @@ type conductor struct {
 	endpointTimer Timer
 	timerID       uint64
 	endpointID    uint64
-	endpointDue   bool
-	transcriptID  uint64
+	// transcriptID is the pending wait for a final transcript after the
+	// caller's silence already ended the turn.
+	transcriptID uint64
 
 	// pendingInference is set when a tool result was committed that no model
 	// request has seen yet and no follow-up is coming for it.
@@ -97,6 +98,11 @@ type turnState struct {
 
 	assistant *entry
 	calls     []*callState
+}
+
+// holdsFloor reports whether the turn's model stream or audio is still going.
+func (t *turnState) holdsFloor() bool {
+	return !t.interrupted && (!t.modelDone || !t.playoutDone)
 }
 
 type callState struct {
@@ -220,7 +226,6 @@ func (c *conductor) stopEndpoint() {
 		c.endpointTimer = nil
 	}
 	c.endpointID = 0
-	c.endpointDue = false
 	c.transcriptID = 0
 }
 
@@ -232,7 +237,7 @@ func (c *conductor) onTranscript(tr UserTranscript) {
 	c.userFinals = append(c.userFinals, strings.TrimSpace(tr.Text))
 	switch {
 	case c.userSpeaking:
-	case c.endpointDue:
+	case c.transcriptID != 0:
 		c.finishUserTurn()
 	case c.endpointID == 0:
 		// Words the VAD did not catch as speech: they still make a turn,
@@ -248,7 +253,6 @@ func (c *conductor) onTimer(id uint64) {
 	case c.endpointID:
 		c.endpointTimer = nil
 		c.endpointID = 0
-		c.endpointDue = true
 		if len(c.userFinals) > 0 {
 			c.finishUserTurn()
 			return
@@ -280,7 +284,7 @@ func (c *conductor) finishUserTurn() {
 // stream or its audio is still going.
 func (c *conductor) speaking() bool {
 	for _, t := range c.turns {
-		if !t.interrupted && (!t.modelDone || !t.playoutDone) {
+		if t.holdsFloor() {
 			return true
 		}
 	}
@@ -294,7 +298,7 @@ func (c *conductor) preempt(reason string) {
 	cut := false
 	for _, t := range c.turns {
 		t.superseded = true
-		if !t.interrupted && (!t.modelDone || !t.playoutDone) {
+		if t.holdsFloor() {
 			c.interrupt(t, reason)
 			cut = true
 		}
