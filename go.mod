@@ -6,6 +6,7 @@ require (
 	github.com/google/jsonschema-go v0.4.3
 	golang.org/x/sync v0.24.0
 	golang.org/x/term v0.47.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require golang.org/x/sys v0.49.0 // indirect

@@ -29,9 +29,25 @@ const (
 	Idle            Kind = "idle"              // the agent has nothing left to do until the user acts
 
 	ToolRequested Kind = "tool_requested" // the model asked for a call
+	ToolDeferred  Kind = "tool_deferred"  // a mutation waits for its preamble to play out
 	ToolStarted   Kind = "tool_started"   // the call's body began running
-	ToolTerminal  Kind = "tool_terminal"  // the call reached its terminal state (State)
-	ToolCommitted Kind = "tool_committed" // the call's result entered the chat context
+	// ToolCancelRequested: the user cut in and the call's policy is cancel.
+	ToolCancelRequested Kind = "tool_cancel_requested"
+	// ToolDeduped: a repeat of a mutation with the same idempotency key was
+	// given the earlier outcome (Reason "reuse") or waits for the earlier
+	// run (Reason "join") instead of running again; Text is the earlier call.
+	ToolDeduped Kind = "tool_deduped"
+	// ToolReconcile: a repeat found an earlier outcome unknown; Reason is
+	// started, done, not_done or failed; Text is the earlier call.
+	ToolReconcile Kind = "tool_reconcile"
+	// ToolLateOutcome: a call that had already ended (abandoned at its
+	// deadline) reported how its body really finished.
+	ToolLateOutcome Kind = "tool_late_outcome"
+	ToolTerminal    Kind = "tool_terminal"  // the call reached its terminal state (State)
+	ToolCommitted   Kind = "tool_committed" // the call's result entered the chat context
+
+	TransportLost     Kind = "transport_lost"     // the caller's connection dropped
+	TransportRestored Kind = "transport_restored" // the caller's connection is back
 
 	ProviderError Kind = "provider_error" // an LLM, STT or TTS error (Provider, Error)
 	EventsDropped Kind = "events_dropped" // a slow subscriber lost Count events

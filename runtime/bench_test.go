@@ -11,7 +11,6 @@ import (
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/scripted"
-	"github.com/holdline/holdline/tools"
 	"github.com/holdline/holdline/tts"
 )
 
@@ -19,23 +18,24 @@ import (
 // the conductor alone.
 type nopEdges struct{}
 
-func (nopEdges) startGeneration(uint64, llm.Request, *Turn) {}
-func (nopEdges) cancelGeneration(uint64)                    {}
-func (nopEdges) flushOutput(uint64)                         {}
-func (nopEdges) played(uint64) time.Duration                { return time.Hour }
-func (nopEdges) runTool(toolRun)                            {}
+func (nopEdges) StartGeneration(uint64, llm.Request) {}
+func (nopEdges) CancelGeneration(uint64)             {}
+func (nopEdges) FlushOutput(uint64)                  {}
+func (nopEdges) Played(uint64) time.Duration         { return time.Hour }
+func (nopEdges) RunTool(ToolRun)                     {}
+func (nopEdges) CancelTool(string)                   {}
+func (nopEdges) Reconcile(ToolRun)                   {}
 
 // BenchmarkConductorEvents measures how many inputs per second one
 // conductor handles: a full turn (user input, 20 text pieces, word timings,
 // model done, playout finished) is 24 inputs.
 func BenchmarkConductorEvents(b *testing.B) {
-	set, _ := tools.NewSet()
-	c := &conductor{
-		id: "bench", agent: &Agent{Instructions: "x"}, toolset: set, clock: WallClock(), start: time.Now(),
-		edges: nopEdges{}, publish: func(events.Event) {}, post: func(Input) {},
-		log: slog.New(slog.NewTextHandler(io.Discard, nil)), cfg: config{endpointing: time.Second, transcriptTimeout: time.Second},
-		calls: map[string]*callState{},
+	k, err := NewCore(&Agent{Instructions: "x"}, nopEdges{}, func(Input) {}, func(events.Event) {},
+		WithID("bench"), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		b.Fatal(err)
 	}
+	c := k.c
 	words := []tts.WordTiming{{Word: "hello", End: 100 * time.Millisecond}, {Word: "there", Start: 100 * time.Millisecond, End: 200 * time.Millisecond}}
 	const perTurn = 24
 	b.ReportAllocs()

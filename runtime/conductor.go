@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,26 +15,6 @@ import (
 	"github.com/holdline/holdline/tools"
 	"github.com/holdline/holdline/tts"
 )
-
-// edges is what the conductor commands. Every method returns at once: the
-// work it starts reports back through the mailbox.
-type edges interface {
-	startGeneration(epoch uint64, req llm.Request, turn *Turn)
-	cancelGeneration(epoch uint64)
-	// flushOutput drops all queued audio of epochs <= epoch.
-	flushOutput(epoch uint64)
-	// played is the playout clock: how much of epoch's audio has played.
-	played(epoch uint64) time.Duration
-	runTool(r toolRun)
-}
-
-type toolRun struct {
-	callID string
-	tool   *tools.Tool
-	args   json.RawMessage
-	epoch  uint64
-	turn   *Turn
-}
 
 // conductor owns all session state. Only its goroutine touches it, and
 // nothing it does waits: edges are told what to do and answer later.
@@ -44,18 +25,23 @@ type conductor struct {
 	textOnly bool
 	clock    Clock
 	start    time.Time
-	edges    edges
+	edges    Edges
 	publish  func(events.Event)
 	post     func(Input)
 	log      *slog.Logger
 	cfg      config
 
-	seq   uint64
-	chat  []*entry
-	epoch uint64
-	turns []*turnState // not yet settled, in epoch order
-	calls map[string]*callState
-	ncall int
+	seq    uint64
+	chat   []*entry
+	epoch  uint64
+	turns  []*turnState // not yet settled, in epoch order
+	ledger *tools.Ledger
+	calls  map[string]*callState
+	ncall  int
+	// inflight counts calls not yet in a terminal state.
+	inflight int
+	// unseen holds committed results no model request has shown yet.
+	unseen []*callState
 
 	userSpeaking  bool
 	userFinals    []string
@@ -66,10 +52,8 @@ type conductor struct {
 	// caller's silence already ended the turn.
 	transcriptID uint64
 
-	// pendingInference is set when a tool result was committed that no model
-	// request has seen yet and no follow-up is coming for it.
-	pendingInference bool
-	idle             bool
+	transportDown bool
+	idle          bool
 }
 
 type entry struct {
@@ -105,20 +89,47 @@ func (t *turnState) holdsFloor() bool {
 	return !t.interrupted && (!t.modelDone || !t.playoutDone)
 }
 
-type callState struct {
-	id        string
-	name      string
-	args      json.RawMessage
-	turn      *turnState
-	state     tools.State
-	output    string
-	isError   bool
-	committed bool
-	// moot: the call ended only because the user interrupted its turn; the
-	// newer input is being answered, so its result needs no answer of its
-	// own (it still reaches the context, and the next request sees it).
-	moot bool
+// awaitsFollowUp reports whether the turn will ask the model about its own
+// results once they are in: nobody has cut in since it began.
+func (t *turnState) awaitsFollowUp() bool {
+	return !t.interrupted && !t.superseded && !t.followUp
 }
+
+// callState is the core's side of a ledger entry: where the call sits in
+// the conversation and what the model has been shown of it.
+type callState struct {
+	rec  *tools.Call
+	tool *tools.Tool // nil for a tool the agent does not have
+	turn *turnState
+	// seen: a model request has shown the real result.
+	seen bool
+	// shownRunning: a model request showed the call as still running, so
+	// the model is owed its real result, however it ends.
+	shownRunning bool
+	// moot: the call ended only because the user cut in (never started,
+	// or cancelled); the newer input is being answered and the result
+	// rides along with it rather than getting an answer of its own.
+	moot bool
+	// waitsOn is the running call with the same idempotency key whose
+	// outcome this one will be given.
+	waitsOn *callState
+	joiners []*callState
+	// reconciling: the Reconciler is finding out what an earlier call with
+	// this key did.
+	reconciling bool
+}
+
+func (cs *callState) id() string { return cs.rec.ID }
+
+func (cs *callState) detached() bool { return cs.rec.Policy == tools.Detach }
+
+// answered reports whether the call is done with: its result is in the
+// context.
+func (cs *callState) answered() bool { return cs.rec.Committed }
+
+// owed reports whether the model must be given this result in a request of
+// its own.
+func (cs *callState) owed() bool { return !cs.moot }
 
 func (c *conductor) now() time.Duration { return c.clock.Now().Sub(c.start) }
 
@@ -140,7 +151,7 @@ func (c *conductor) handle(in Input) {
 		c.onUserText(in.Text)
 	case ReplyRequest:
 		c.idle = false
-		c.startTurn(in.Instructions)
+		c.startTurn("reply", in.Instructions)
 	case UserSpeechStarted:
 		c.onSpeechStarted()
 	case UserSpeechStopped:
@@ -167,6 +178,15 @@ func (c *conductor) handle(in Input) {
 		c.onPlayoutFinished(in.Epoch)
 	case ToolOutcome:
 		c.onToolOutcome(in)
+	case ReconcileOutcome:
+		c.onReconciled(in)
+	case TransportLost:
+		c.onTransportLost()
+	case TransportRestored:
+		if c.transportDown {
+			c.transportDown = false
+			c.emit(events.Event{Kind: events.TransportRestored, Epoch: c.epoch})
+		}
 	case providerFailure:
 		c.emit(events.Event{Kind: events.ProviderError, Provider: in.provider, Error: in.err.Error()})
 	case query:
@@ -188,14 +208,34 @@ func (c *conductor) liveTurn(epoch uint64) *turnState {
 
 func (c *conductor) onUserText(text string) {
 	c.idle = false
+	c.restoreTransport()
 	c.emit(events.Event{Kind: events.UserTurn, Text: text, Reason: "injected"})
 	c.preempt("user_input")
 	c.appendUser(text)
-	c.startTurn("")
+	c.startTurn("injected", "")
+}
+
+// restoreTransport: input from the caller proves the line is back.
+func (c *conductor) restoreTransport() {
+	if c.transportDown {
+		c.transportDown = false
+		c.emit(events.Event{Kind: events.TransportRestored, Epoch: c.epoch})
+	}
+}
+
+func (c *conductor) onTransportLost() {
+	if c.transportDown {
+		return
+	}
+	c.transportDown = true
+	c.emit(events.Event{Kind: events.TransportLost, Epoch: c.epoch})
+	// Nothing more reaches the caller: what they heard is what was played.
+	c.preempt("transport_drop")
 }
 
 func (c *conductor) onSpeechStarted() {
 	c.idle = false
+	c.restoreTransport()
 	c.userSpeaking = true
 	c.stopEndpoint()
 	c.emit(events.Event{Kind: events.SpeechStarted, Epoch: c.epoch})
@@ -234,6 +274,7 @@ func (c *conductor) onTranscript(tr UserTranscript) {
 	if !tr.Final || strings.TrimSpace(tr.Text) == "" {
 		return
 	}
+	c.restoreTransport()
 	c.userFinals = append(c.userFinals, strings.TrimSpace(tr.Text))
 	switch {
 	case c.userSpeaking:
@@ -277,7 +318,13 @@ func (c *conductor) finishUserTurn() {
 	c.emit(events.Event{Kind: events.UserTurn, Text: text, Reason: "speech"})
 	c.preempt("user_turn")
 	c.appendUser(text)
-	c.startTurn("")
+	c.startTurn("user_turn", "")
+}
+
+// userBusy reports whether the caller holds the floor: speaking, or in the
+// silence that may still be part of their turn.
+func (c *conductor) userBusy() bool {
+	return c.userSpeaking || c.endpointID != 0 || c.transcriptID != 0 || len(c.userFinals) > 0
 }
 
 // speaking reports whether some turn still holds the floor: its model
@@ -292,29 +339,32 @@ func (c *conductor) speaking() bool {
 }
 
 // preempt hands the floor to new user input at once: turns still speaking
-// are interrupted, and no earlier turn may start a follow-up of its own.
-// Nothing here waits for anything to settle.
+// are interrupted, no earlier turn may start a follow-up of its own, and
+// each of their calls is treated by its interrupt policy. Nothing here
+// waits for anything to settle.
 func (c *conductor) preempt(reason string) {
 	cut := false
-	for _, t := range c.turns {
+	// Settling removes turns from c.turns: walk a copy.
+	for _, t := range slices.Clone(c.turns) {
 		t.superseded = true
 		if t.holdsFloor() {
 			c.interrupt(t, reason)
 			cut = true
 		}
+		c.applyPolicies(t)
 	}
 	if cut {
-		c.edges.flushOutput(c.epoch)
+		c.edges.FlushOutput(c.epoch)
 	}
 }
 
 func (c *conductor) interrupt(t *turnState, reason string) {
 	t.interrupted = true
 	close(t.handle.interrupted)
-	c.edges.cancelGeneration(t.epoch)
+	c.edges.CancelGeneration(t.epoch)
 	c.emit(events.Event{Kind: events.TurnInterrupted, Epoch: t.epoch, Reason: reason})
 
-	played := c.edges.played(t.epoch)
+	played := c.edges.Played(t.epoch)
 	text := c.playedText(t, played)
 	if !t.playoutDone {
 		c.settleAssistant(t, text, true)
@@ -323,6 +373,25 @@ func (c *conductor) interrupt(t *turnState, reason string) {
 	}
 	t.modelDone = true
 	c.maybeSettle(t)
+}
+
+// applyPolicies treats the calls of a turn the user cut into: a deferred
+// mutation never runs, a cancel tool is cancelled, the rest go on.
+func (c *conductor) applyPolicies(t *turnState) {
+	for _, cs := range t.calls {
+		switch {
+		case cs.rec.State.Terminal():
+		case cs.rec.State == tools.StateDeferred:
+			cs.moot = true
+			c.finishCall(cs, tools.Outcome{State: tools.StateCancelled, IsError: true,
+				Output: "not executed: the user interrupted before this call started, so nothing was done"}, "not_executed")
+		case cs.rec.State == tools.StateRunning && cs.rec.Policy == tools.Cancel:
+			if c.ledger.RequestCancel(cs.id()) {
+				c.emit(events.Event{Kind: events.ToolCancelRequested, Epoch: t.epoch, CallID: cs.id(), Tool: cs.rec.Tool})
+				c.edges.CancelTool(cs.id())
+			}
+		}
+	}
 }
 
 // playedText is the words of t whose audio had started by played.
@@ -403,8 +472,8 @@ func (c *conductor) onModelDone(d ModelDone) {
 	}
 	if t.playoutDone {
 		c.settleAssistant(t, c.allWords(t), false)
+		c.startDeferred(t)
 	}
-	c.commitReady(t)
 	c.maybeSettle(t)
 }
 
@@ -413,30 +482,99 @@ func (c *conductor) requestCall(t *turnState, call llm.ToolCall) {
 	if call.ID == "" {
 		call.ID = fmt.Sprintf("call_%s_%d", c.id, c.ncall)
 	}
-	if _, dup := c.calls[call.ID]; dup {
+	if _, dup := c.ledger.Get(call.ID); dup {
 		call.ID = fmt.Sprintf("%s_%d", call.ID, c.ncall)
 	}
-	cs := &callState{id: call.ID, name: call.Name, args: call.Arguments, turn: t, state: tools.StateRequested}
-	c.calls[cs.id] = cs
+	tool, known := c.toolset.Lookup(call.Name)
+	effect, policy := tools.Read, tools.Complete
+	if known {
+		effect, policy = tool.Effect(), tool.Policy()
+	}
+	rec, err := c.ledger.Request(call.ID, call.Name, call.Arguments, effect, policy, t.epoch)
+	if err != nil { // ids are made unique above; this is a bug, not input
+		c.log.Error("tool ledger", "err", err)
+		return
+	}
+	cs := &callState{rec: rec, turn: t}
+	if known {
+		cs.tool = tool
+	}
+	c.calls[rec.ID] = cs
+	c.inflight++
 	t.calls = append(t.calls, cs)
 	c.chat = append(c.chat, &entry{
-		item: llm.Item{Kind: llm.KindToolCall, CallID: cs.id, Name: cs.name, Arguments: cs.args},
+		item: llm.Item{Kind: llm.KindToolCall, CallID: rec.ID, Name: rec.Tool, Arguments: rec.Args},
 		call: cs,
 	})
-	c.emit(events.Event{Kind: events.ToolRequested, Epoch: t.epoch, CallID: cs.id, Tool: cs.name, Text: string(cs.args)})
+	c.emit(events.Event{Kind: events.ToolRequested, Epoch: t.epoch, CallID: rec.ID, Tool: rec.Tool, Text: string(rec.Args)})
 
-	tool, ok := c.toolset.Lookup(cs.name)
-	if !ok {
-		c.finishCall(cs, tools.StateFailed, fmt.Sprintf("error: no tool named %q; available tools: %s", cs.name, c.toolNames()), true)
+	if !known {
+		c.finishCall(cs, tools.Outcome{State: tools.StateFailed, IsError: true,
+			Output: fmt.Sprintf("error: no tool named %q; available tools: %s", rec.Tool, c.toolNames())}, "unknown_tool")
 		return
 	}
-	if err := tool.Validate(cs.args); err != nil {
-		c.finishCall(cs, tools.StateFailed, "error: "+err.Error(), true)
+	if err := tool.Validate(rec.Args); err != nil {
+		c.finishCall(cs, tools.Outcome{State: tools.StateFailed, IsError: true, Output: "error: " + err.Error()}, "invalid_arguments")
 		return
 	}
-	cs.state = tools.StateRunning
-	c.emit(events.Event{Kind: events.ToolStarted, Epoch: t.epoch, CallID: cs.id, Tool: cs.name})
-	c.edges.runTool(toolRun{callID: cs.id, tool: tool, args: cs.args, epoch: t.epoch, turn: t.handle})
+	if policy == tools.Defer {
+		c.ledger.Defer(rec.ID)
+		c.emit(events.Event{Kind: events.ToolDeferred, Epoch: t.epoch, CallID: rec.ID, Tool: rec.Tool})
+		return
+	}
+	c.dispatch(cs)
+}
+
+// startDeferred runs the turn's deferred calls: its response is complete
+// and its preamble has played out, both without interruption.
+func (c *conductor) startDeferred(t *turnState) {
+	if t.interrupted || t.superseded || !t.modelDone || !t.playoutDone {
+		return
+	}
+	for _, cs := range t.calls {
+		if cs.rec.State == tools.StateDeferred {
+			c.dispatch(cs)
+		}
+	}
+}
+
+// dispatch runs a call, unless at-most-once says its key was already seen
+// to: then the call gets the earlier outcome, waits for the earlier run, or
+// has the outcome reconciled first.
+func (c *conductor) dispatch(cs *callState) {
+	if cs.tool.Dedupe() {
+		switch d, prior := c.ledger.Decide(cs.id()); d {
+		case tools.Reuse:
+			c.emit(events.Event{Kind: events.ToolDeduped, Epoch: cs.turn.epoch, CallID: cs.id(), Tool: cs.rec.Tool, Reason: "reuse", Text: prior.ID})
+			c.ledger.Reuse(cs.id(), prior)
+			c.ended(cs, "deduped")
+			return
+		case tools.Join:
+			p := c.calls[prior.ID]
+			c.emit(events.Event{Kind: events.ToolDeduped, Epoch: cs.turn.epoch, CallID: cs.id(), Tool: cs.rec.Tool, Reason: "join", Text: prior.ID})
+			cs.waitsOn = p
+			p.joiners = append(p.joiners, cs)
+			return
+		case tools.Reconcile:
+			if r := cs.tool.Reconciler(); r != nil {
+				cs.reconciling = true
+				c.emit(events.Event{Kind: events.ToolReconcile, Epoch: cs.turn.epoch, CallID: cs.id(), Tool: cs.rec.Tool, Reason: "started", Text: prior.ID})
+				c.edges.Reconcile(c.toolRun(cs, prior.ID))
+				return
+			}
+			c.finishCall(cs, tools.Outcome{State: tools.StateFailed, IsError: true, Output: fmt.Sprintf(
+				"error: not run: an identical earlier call (%s) may have taken effect but its outcome is unknown; "+
+					"check with the user before trying again", prior.ID)}, "outcome_unknown")
+			return
+		}
+	}
+	c.ledger.Start(cs.id())
+	c.emit(events.Event{Kind: events.ToolStarted, Epoch: cs.turn.epoch, CallID: cs.id(), Tool: cs.rec.Tool})
+	c.edges.RunTool(c.toolRun(cs, ""))
+}
+
+func (c *conductor) toolRun(cs *callState, of string) ToolRun {
+	return ToolRun{CallID: cs.id(), Key: cs.rec.Key, Tool: cs.tool, Args: cs.rec.Args, Epoch: cs.turn.epoch, Turn: cs.turn.handle, Of: of}
 }
 
 func (c *conductor) toolNames() string {
@@ -449,81 +587,119 @@ func (c *conductor) toolNames() string {
 
 func (c *conductor) onToolOutcome(o ToolOutcome) {
 	cs := c.calls[o.CallID]
-	if cs == nil || cs.state.Terminal() {
-		return // a late or repeated outcome: the first one stands
+	if cs == nil || !o.State.Terminal() {
+		return
 	}
-	out, isErr := o.Output, false
+	out := tools.Outcome{State: o.State, Output: o.Output}
+	reason := ""
 	if o.Err != nil {
-		isErr = true
-		out = "error: " + o.Err.Error()
-		if errors.Is(o.Err, ErrInterrupted) {
-			out = "error: the user interrupted before this call could finish; it did not complete"
+		out.IsError = true
+		out.Output = "error: " + o.Err.Error()
+		switch {
+		case errors.Is(o.Err, ErrInterrupted):
+			out.State = tools.StateCancelled
+			out.Output = "error: the user interrupted before this call could finish; it did not complete"
 			cs.moot = true
+			reason = "interrupted"
+		case o.State == tools.StateCancelled:
+			out.Output = "cancelled: the user interrupted and the call stopped before it completed"
+			cs.moot = true
+			reason = "cancelled"
 		}
+	} else if cs.rec.CancelRequested {
+		// The body ignored the cancel and finished: that is what happened,
+		// and what the model must hear.
+		reason = "completed_despite_cancel"
 	}
-	c.finishCall(cs, o.State, out, isErr)
-	c.commitReady(cs.turn)
+	if cs.rec.State.Terminal() {
+		before := cs.rec.Late
+		if c.ledger.Finish(cs.id(), out); cs.rec.Late != before {
+			c.emit(events.Event{Kind: events.ToolLateOutcome, Epoch: cs.turn.epoch, CallID: cs.id(), Tool: cs.rec.Tool,
+				State: string(out.State), Text: out.Output})
+		}
+		return
+	}
+	c.finishCall(cs, out, reason)
+}
+
+func (c *conductor) onReconciled(r ReconcileOutcome) {
+	cs := c.calls[r.CallID]
+	if cs == nil || !cs.reconciling || cs.rec.State.Terminal() {
+		return
+	}
+	cs.reconciling = false
+	prior, _ := c.ledger.Get(r.Of)
+	ev := events.Event{Kind: events.ToolReconcile, Epoch: cs.turn.epoch, CallID: cs.id(), Tool: cs.rec.Tool, Text: r.Of}
+	switch {
+	case r.Err != nil || prior == nil:
+		ev.Reason, ev.Error = "failed", fmt.Sprint(r.Err)
+		c.emit(ev)
+		c.finishCall(cs, tools.Outcome{State: tools.StateFailed, IsError: true, Output: fmt.Sprintf(
+			"error: not run: an identical earlier call (%s) may have taken effect, and checking failed (%v); "+
+				"check with the user before trying again", r.Of, r.Err)}, "outcome_unknown")
+	case r.Done:
+		ev.Reason = "done"
+		c.emit(ev)
+		c.ledger.Resolve(prior.ID, tools.Outcome{State: tools.StateSucceeded, Output: r.Output})
+		c.ledger.Reuse(cs.id(), prior)
+		c.ended(cs, "reconciled")
+	default:
+		ev.Reason = "not_done"
+		c.emit(ev)
+		c.ledger.Resolve(prior.ID, tools.Outcome{State: tools.StateFailed, IsError: true, Output: "error: it did not take effect"})
+		c.dispatch(cs)
+	}
+}
+
+// finishCall records a call's end in the ledger and moves on from it.
+func (c *conductor) finishCall(cs *callState, o tools.Outcome, reason string) {
+	if !c.ledger.Finish(cs.id(), o) {
+		return
+	}
+	c.ended(cs, reason)
+}
+
+// ended follows a call that just reached its terminal state: the event, the
+// calls that waited on it, the commit, and what the turn does next.
+func (c *conductor) ended(cs *callState, reason string) {
+	c.inflight--
+	ev := events.Event{Kind: events.ToolTerminal, Epoch: cs.turn.epoch, CallID: cs.id(), Tool: cs.rec.Tool,
+		State: string(cs.rec.State), Reason: reason}
+	if cs.rec.IsError {
+		ev.Error = cs.rec.Output
+	}
+	c.emit(ev)
+	c.commit(cs)
+	c.releaseJoiners(cs)
 	c.maybeSettle(cs.turn)
 }
 
-func (c *conductor) finishCall(cs *callState, st tools.State, out string, isErr bool) {
-	cs.state, cs.output, cs.isError = st, out, isErr
-	ev := events.Event{Kind: events.ToolTerminal, Epoch: cs.turn.epoch, CallID: cs.id, Tool: cs.name, State: string(st)}
-	if isErr {
-		ev.Error = out
-	}
-	c.emit(ev)
-}
-
-// commitReady puts finished results into the context in the order the model
-// issued the calls. When the last one is in, the turn's follow-up inference
-// starts, unless newer input took the floor meanwhile: then the results wait
-// for the next inference, and get one of their own if none is coming.
-func (c *conductor) commitReady(t *turnState) {
-	committed := false
-	for _, cs := range t.calls {
-		if cs.committed {
+// releaseJoiners gives the calls that waited on cs its outcome, when it did
+// the thing; otherwise each decides afresh (and usually runs).
+func (c *conductor) releaseJoiners(cs *callState) {
+	joiners := cs.joiners
+	cs.joiners = nil
+	for _, j := range joiners {
+		j.waitsOn = nil
+		if j.rec.State.Terminal() {
 			continue
 		}
-		if !cs.state.Terminal() {
-			return
+		if cs.rec.Outcome().State == tools.StateSucceeded {
+			c.ledger.Reuse(j.id(), cs.rec)
+			c.ended(j, "deduped")
+			continue
 		}
-		cs.committed = true
-		committed = true
-		c.insertAfterCalls(t, &entry{call: cs, item: llm.Item{
-			Kind: llm.KindToolResult, CallID: cs.id, Name: cs.name, Output: cs.output, IsError: cs.isError,
-		}})
-		c.emit(events.Event{Kind: events.ToolCommitted, Epoch: t.epoch, CallID: cs.id, Tool: cs.name, State: string(cs.state)})
-	}
-	if !committed || !t.modelDone {
-		return
-	}
-	if t.interrupted || t.superseded {
-		for _, cs := range t.calls {
-			c.pendingInference = c.pendingInference || !cs.moot
-		}
-		return
-	}
-	if !t.followUp {
-		t.followUp = true
-		c.startTurn("")
+		c.dispatch(j)
 	}
 }
 
-// insertAfterCalls places a result right after the last call or result of
-// its turn: providers want every output next to the calls it answers, even
-// when newer messages came in while the call ran.
-func (c *conductor) insertAfterCalls(t *turnState, e *entry) {
-	at := len(c.chat)
-	for i := len(c.chat) - 1; i >= 0; i-- {
-		if x := c.chat[i]; x.call != nil && x.call.turn == t {
-			at = i + 1
-			break
-		}
-	}
-	c.chat = append(c.chat, nil)
-	copy(c.chat[at+1:], c.chat[at:])
-	c.chat[at] = e
+// commit puts a finished result into the context. Results are rendered in
+// call order next to their calls (see render), so a result is never held
+// back behind a slower sibling.
+func (c *conductor) commit(cs *callState) {
+	c.ledger.Commit(cs.id())
+	c.unseen = append(c.unseen, cs)
+	c.emit(events.Event{Kind: events.ToolCommitted, Epoch: cs.turn.epoch, CallID: cs.id(), Tool: cs.rec.Tool, State: string(cs.rec.State)})
 }
 
 func (c *conductor) onPlayoutFinished(epoch uint64) {
@@ -536,7 +712,8 @@ func (c *conductor) onPlayoutFinished(epoch uint64) {
 	if t.modelDone {
 		c.settleAssistant(t, text, false)
 	}
-	c.emit(events.Event{Kind: events.PlayoutDone, Epoch: epoch, Text: text, Played: c.edges.played(epoch)})
+	c.emit(events.Event{Kind: events.PlayoutDone, Epoch: epoch, Text: text, Played: c.edges.Played(epoch)})
+	c.startDeferred(t)
 	c.maybeSettle(t)
 }
 
@@ -545,12 +722,12 @@ func (c *conductor) maybeSettle(t *turnState) {
 		return
 	}
 	for _, cs := range t.calls {
-		if !cs.committed {
+		if !cs.answered() && !cs.detached() {
 			return
 		}
 	}
 	t.settled = true
-	c.edges.cancelGeneration(t.epoch) // releases the finished generation
+	c.edges.CancelGeneration(t.epoch) // releases the finished generation
 	close(t.handle.settled)
 	c.emit(events.Event{Kind: events.TurnSettled, Epoch: t.epoch})
 	for i, x := range c.turns {
@@ -561,63 +738,161 @@ func (c *conductor) maybeSettle(t *turnState) {
 	}
 }
 
-// checkFloor runs after every input: a result nobody has answered gets its
-// inference as soon as the floor is free, and a session with nothing left to
-// do says so once.
+// readyForFollowUp reports whether t's results are all in (detached calls
+// aside) and t may now ask the model about them.
+func (c *conductor) readyForFollowUp(t *turnState) bool {
+	if !t.awaitsFollowUp() || !t.modelDone || len(t.calls) == 0 {
+		return false
+	}
+	for _, cs := range t.calls {
+		if !cs.answered() && !cs.detached() {
+			return false
+		}
+	}
+	return true
+}
+
+// owedResult reports whether a committed result still needs a request of
+// its own: no request has shown it, none is coming for it (its turn was cut
+// into or has had its follow-up), and it is not moot.
+func (c *conductor) owedResult() bool {
+	keep := c.unseen[:0]
+	owed := false
+	for _, cs := range c.unseen {
+		if cs.seen {
+			continue
+		}
+		keep = append(keep, cs)
+		if cs.owed() && !cs.turn.awaitsFollowUp() {
+			owed = true
+		}
+	}
+	clear(c.unseen[len(keep):])
+	c.unseen = keep
+	return owed
+}
+
+// checkFloor runs after every input. A turn whose results are all in gets
+// its follow-up (even while its own preamble still plays: the answer queues
+// behind it); a result nobody has answered gets its inference as soon as the
+// floor is free; and a session with nothing left to do says so once.
 func (c *conductor) checkFloor() {
-	userBusy := c.userSpeaking || c.endpointID != 0 || c.transcriptID != 0 || len(c.userFinals) > 0
-	if userBusy || c.speaking() {
+	if c.userBusy() || c.transportDown {
 		return
 	}
-	if c.pendingInference {
-		c.startTurn("")
+	// A turn may have settled already (its audio done, its calls in): its
+	// follow-up is found through its unseen results.
+	for i := 0; i < len(c.unseen); i++ {
+		if t := c.unseen[i].turn; c.readyForFollowUp(t) {
+			t.followUp = true
+			c.startTurn("tool_result", "")
+		}
+	}
+	if c.speaking() {
 		return
 	}
-	if len(c.turns) == 0 && !c.idle {
+	if c.owedResult() {
+		c.startTurn("tool_result", "")
+		return
+	}
+	if !c.idle && c.idleNow() {
 		c.idle = true
 		c.emit(events.Event{Kind: events.Idle, Epoch: c.epoch})
 	}
+}
+
+// idleNow reports whether nothing is in flight: no turn, no call.
+func (c *conductor) idleNow() bool {
+	if len(c.turns) > 0 || c.userBusy() {
+		return false
+	}
+	for _, cs := range c.unseen {
+		if !cs.seen && cs.owed() {
+			return false
+		}
+	}
+	return c.inflight == 0
 }
 
 func (c *conductor) appendUser(text string) {
 	c.chat = append(c.chat, &entry{item: llm.Item{Kind: llm.KindMessage, Role: llm.RoleUser, Text: text}})
 }
 
-func (c *conductor) startTurn(extra string) {
+func (c *conductor) startTurn(reason, extra string) {
 	c.idle = false
 	c.epoch++
 	t := &turnState{handle: newTurn(c.epoch), epoch: c.epoch}
 	c.turns = append(c.turns, t)
 	c.emit(events.Event{Kind: events.TurnStarted, Epoch: t.epoch})
 	req := c.buildRequest(extra)
-	c.pendingInference = false
-	c.emit(events.Event{Kind: events.InferenceSent, Epoch: t.epoch, Count: len(req.Context.Items)})
-	c.edges.startGeneration(t.epoch, req, t.handle)
+	c.emit(events.Event{Kind: events.InferenceSent, Epoch: t.epoch, Count: len(req.Context.Items), Reason: reason})
+	c.edges.StartGeneration(t.epoch, req)
 }
 
-// buildRequest renders the context for the model. An assistant message
-// still playing shows its planned text, and a call still running gets a
-// provisional output, because providers reject a call without one.
+// Provisional outputs: providers reject a call without an output, so a call
+// still in flight when a request goes out is shown as such.
+const (
+	provisionalRunning  = `{"status":"still running","note":"the result will follow when it is ready"}`
+	provisionalDetached = `{"status":"running in the background","note":"the result will follow when it is ready; do not call it again"}`
+	provisionalDeferred = `{"status":"waiting to start","note":"it starts once your reply has been spoken"}`
+)
+
+// buildRequest renders the context for the model and records what the
+// model has now been shown.
 func (c *conductor) buildRequest(extra string) llm.Request {
 	instr := c.agent.Instructions
 	if extra != "" {
 		instr = strings.TrimSpace(instr + "\n\n" + extra)
 	}
-	items := make([]llm.Item, 0, len(c.chat)+2)
-	var running []*callState
-	flushRunning := func() {
-		for _, cs := range running {
-			items = append(items, llm.Item{Kind: llm.KindToolResult, CallID: cs.id, Name: cs.name,
-				Output: `{"status":"still running","note":"the result will follow when it is ready"}`})
+	items := c.render(true)
+	return llm.Request{Instructions: instr, Context: llm.ChatContext{Items: items}, Tools: c.toolset.Specs()}
+}
+
+// context renders the chat context as it stands: what was said, what was
+// played, and every committed result.
+func (c *conductor) context() llm.ChatContext {
+	return llm.ChatContext{Items: c.render(false)}
+}
+
+// render lists the chat: an assistant message still playing shows its
+// planned text, and each run of tool calls is followed by their results in
+// call order. For a request (forModel), calls still in flight get a
+// provisional output and the results shown are marked seen; otherwise they
+// have none yet.
+func (c *conductor) render(forModel bool) []llm.Item {
+	items := make([]llm.Item, 0, len(c.chat)*2)
+	var run []*callState
+	flush := func() {
+		for _, cs := range run {
+			it := llm.Item{Kind: llm.KindToolResult, CallID: cs.id(), Name: cs.rec.Tool}
+			switch {
+			case cs.answered():
+				it.Output, it.IsError = cs.rec.Output, cs.rec.IsError
+				if forModel {
+					cs.seen = true
+				}
+			case !forModel:
+				continue
+			case cs.detached():
+				it.Output = provisionalDetached
+				cs.shownRunning = true
+			case cs.rec.State == tools.StateDeferred:
+				it.Output = provisionalDeferred
+				cs.shownRunning = true
+			default:
+				it.Output = provisionalRunning
+				cs.shownRunning = true
+			}
+			items = append(items, it)
 		}
-		running = running[:0]
+		run = run[:0]
 	}
 	for _, e := range c.chat {
 		if e.drop {
 			continue
 		}
-		if e.item.Kind != llm.KindToolCall && e.item.Kind != llm.KindToolResult {
-			flushRunning()
+		if e.call == nil {
+			flush()
 		}
 		it := e.item
 		if e.turn != nil {
@@ -627,27 +902,10 @@ func (c *conductor) buildRequest(extra string) llm.Request {
 			it.Arguments = append(json.RawMessage(nil), it.Arguments...)
 		}
 		items = append(items, it)
-		if e.item.Kind == llm.KindToolCall && !e.call.committed {
-			running = append(running, e.call)
+		if e.call != nil {
+			run = append(run, e.call)
 		}
 	}
-	flushRunning()
-	return llm.Request{Instructions: instr, Context: llm.ChatContext{Items: items}, Tools: c.toolset.Specs()}
-}
-
-// context renders the chat context as it stands: what was said, what was
-// played, and every committed result.
-func (c *conductor) context() llm.ChatContext {
-	items := make([]llm.Item, 0, len(c.chat))
-	for _, e := range c.chat {
-		if e.drop {
-			continue
-		}
-		it := e.item
-		if e.turn != nil {
-			it.Text = strings.TrimSpace(e.turn.planned.String())
-		}
-		items = append(items, it)
-	}
-	return llm.ChatContext{Items: items}
+	flush()
+	return items
 }

@@ -24,22 +24,25 @@ type liveEdges struct {
 	ctx  context.Context
 	gens map[uint64]context.CancelFunc // conductor goroutine only
 	wg   sync.WaitGroup
+
+	mu    sync.Mutex
+	tools map[string]context.CancelCauseFunc // running calls, by id
 }
 
 func (e *liveEdges) wait() { e.wg.Wait() }
 
-func (e *liveEdges) played(epoch uint64) time.Duration { return e.s.player.Played(epoch) }
+func (e *liveEdges) Played(epoch uint64) time.Duration { return e.s.player.Played(epoch) }
 
-func (e *liveEdges) flushOutput(epoch uint64) { e.s.player.Flush(epoch) }
+func (e *liveEdges) FlushOutput(epoch uint64) { e.s.player.Flush(epoch) }
 
-func (e *liveEdges) cancelGeneration(epoch uint64) {
+func (e *liveEdges) CancelGeneration(epoch uint64) {
 	if cancel, ok := e.gens[epoch]; ok {
 		cancel()
 		delete(e.gens, epoch)
 	}
 }
 
-func (e *liveEdges) startGeneration(epoch uint64, req llm.Request, _ *Turn) {
+func (e *liveEdges) StartGeneration(epoch uint64, req llm.Request) {
 	ctx, cancel := context.WithCancel(e.ctx)
 	e.gens[epoch] = cancel
 	e.wg.Go(func() {
@@ -277,41 +280,132 @@ func wordsAt(text string, start, dur time.Duration) []tts.WordTiming {
 	return out
 }
 
-// runTool runs one call under its deadline. A body that ignores its context
-// is abandoned at the deadline: the call is recorded as timed out and the
-// session goes on.
-func (e *liveEdges) runTool(r toolRun) {
+// errCancelled is the cause given to a call's context by the cancel policy.
+var errCancelled = errors.New("runtime: call cancelled because the user interrupted")
+
+// RunTool runs one call under its deadline, writing a mutation's intent to
+// the journal first and its outcome after. A body that ignores its context is
+// abandoned at the deadline: the call is recorded as timed out and the
+// session goes on; if the body finishes later, that late outcome is reported
+// (and journaled) too, because it is what really happened.
+func (e *liveEdges) RunTool(r ToolRun) {
+	deadline, cancelDeadline := context.WithTimeout(e.ctx, r.Tool.Timeout())
+	ctx, cancel := context.WithCancelCause(deadline)
+	e.mu.Lock()
+	e.tools[r.CallID] = cancel
+	e.mu.Unlock()
 	e.wg.Go(func() {
-		ctx, cancel := context.WithTimeout(e.ctx, r.tool.Timeout())
-		defer cancel()
-		ctx = tools.WithPlayout(ctx, r.turn)
-		ctx = tools.WithCallInfo(ctx, tools.CallInfo{ID: r.callID, Name: r.tool.Name(), Epoch: r.epoch})
-		type result struct {
-			out string
-			err error
+		defer func() {
+			e.mu.Lock()
+			delete(e.tools, r.CallID)
+			e.mu.Unlock()
+			cancel(nil)
+			cancelDeadline()
+		}()
+		ctx := tools.WithPlayout(ctx, r.Turn)
+		ctx = tools.WithCallInfo(ctx, tools.CallInfo{ID: r.CallID, Name: r.Tool.Name(), Epoch: r.Epoch, IdempotencyKey: r.Key})
+		rec := tools.Record{Session: e.s.cfg.id, CallID: r.CallID, Tool: r.Tool.Name(), Key: r.Key, Args: r.Args}
+		mutation := r.Tool.Effect() == tools.Mutation
+		if mutation {
+			// A failing store must not stop the call: it goes on in memory
+			// and the failure is reported.
+			if err := e.journal(func(jctx context.Context) error { return e.s.cfg.journal.WriteIntent(jctx, rec) }); err != nil {
+				e.s.post(providerFailure{provider: "journal", err: fmt.Errorf("intent of %s: %w", r.CallID, err)})
+			}
 		}
-		done := make(chan result, 1) // buffered: an abandoned body can still finish
+		done := make(chan ToolOutcome, 1) // buffered: an abandoned body can still finish
 		go func() {
-			out, err := r.tool.Run(ctx, r.args)
-			done <- result{out, err}
+			out, err := r.Tool.Run(ctx, r.Args)
+			done <- outcomeOf(ctx, r.CallID, out, err)
 		}()
 		var o ToolOutcome
 		select {
-		case res := <-done:
-			o = ToolOutcome{CallID: r.callID, State: tools.StateSucceeded, Output: res.out, Err: res.err}
-			if res.err != nil {
-				o.State = tools.StateFailed
-				if errors.Is(res.err, context.DeadlineExceeded) && ctx.Err() != nil {
-					o.State = tools.StateTimedOut
-				}
-			}
-		case <-ctx.Done():
+		case o = <-done:
+		case <-deadline.Done():
 			if e.ctx.Err() != nil {
 				return // the session is ending
 			}
-			o = ToolOutcome{CallID: r.callID, State: tools.StateTimedOut,
-				Err: fmt.Errorf("%w: no result within %v", ErrWaitTimeout, r.tool.Timeout())}
+			e.s.post(ToolOutcome{CallID: r.CallID, State: tools.StateTimedOut,
+				Err: fmt.Errorf("%w: no result within %v", ErrWaitTimeout, r.Tool.Timeout())})
+			select {
+			case o = <-done: // the late outcome, posted below
+			case <-e.ctx.Done():
+				return
+			}
+		}
+		if mutation {
+			rec.State, rec.Output, rec.IsError = o.State, o.Output, o.Err != nil
+			if o.Err != nil {
+				rec.Output = o.Err.Error()
+			}
+			if err := e.journal(func(jctx context.Context) error { return e.s.cfg.journal.WriteOutcome(jctx, rec) }); err != nil {
+				e.s.post(providerFailure{provider: "journal", err: fmt.Errorf("outcome of %s: %w", r.CallID, err)})
+			}
 		}
 		e.s.post(o)
+	})
+}
+
+// outcomeOf names the state a body's return puts its call in.
+func outcomeOf(ctx context.Context, id, out string, err error) ToolOutcome {
+	o := ToolOutcome{CallID: id, State: tools.StateSucceeded, Output: out, Err: err}
+	switch {
+	case err == nil:
+	case errors.Is(context.Cause(ctx), errCancelled) && errors.Is(err, context.Canceled):
+		o.State = tools.StateCancelled
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
+		o.State = tools.StateTimedOut
+	default:
+		o.State = tools.StateFailed
+	}
+	return o
+}
+
+// journal runs one journal write under its own short deadline.
+func (e *liveEdges) journal(write func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(e.ctx, journalTimeout)
+	defer cancel()
+	return write(ctx)
+}
+
+// CancelTool cancels a running call's context; the body decides how it
+// ends.
+func (e *liveEdges) CancelTool(id string) {
+	e.mu.Lock()
+	cancel := e.tools[id]
+	e.mu.Unlock()
+	if cancel != nil {
+		cancel(errCancelled)
+	}
+}
+
+// Reconcile asks the tool's Reconciler what call r.Of really did, under the
+// tool's deadline.
+func (e *liveEdges) Reconcile(r ToolRun) {
+	e.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(e.ctx, r.Tool.Timeout())
+		defer cancel()
+		res := ReconcileOutcome{CallID: r.CallID, Of: r.Of}
+		rec := r.Tool.Reconciler()
+		ci := tools.CallInfo{ID: r.Of, Name: r.Tool.Name(), Epoch: r.Epoch, IdempotencyKey: r.Key}
+		done := make(chan ReconcileOutcome, 1)
+		go func() {
+			defer func() {
+				if p := recover(); p != nil {
+					done <- ReconcileOutcome{CallID: r.CallID, Of: r.Of, Err: fmt.Errorf("%w: reconcile: %v", tools.ErrToolPanicked, p)}
+				}
+			}()
+			found, err := rec(ctx, ci, r.Args)
+			done <- ReconcileOutcome{CallID: r.CallID, Of: r.Of, Done: found.Done, Output: found.Output, Err: err}
+		}()
+		select {
+		case res = <-done:
+		case <-ctx.Done():
+			if e.ctx.Err() != nil {
+				return
+			}
+			res.Err = fmt.Errorf("%w: reconcile gave no answer within %v", ErrWaitTimeout, r.Tool.Timeout())
+		}
+		e.s.post(res)
 	})
 }

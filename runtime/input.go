@@ -70,6 +70,24 @@ type ToolOutcome struct {
 	Err    error
 }
 
+// ReconcileOutcome is a Reconciler's finding about call Of's unknown
+// outcome, reported for call CallID, the repeat that asked.
+type ReconcileOutcome struct {
+	CallID string
+	Of     string
+	Done   bool
+	Output string
+	Err    error
+}
+
+// TransportLost says the caller's connection dropped: nothing more can be
+// played to them until it is back.
+type TransportLost struct{}
+
+// TransportRestored says the caller's connection is back. Any input from
+// the caller implies it too.
+type TransportRestored struct{}
+
 // providerFailure reports an edge's provider error that ends no turn.
 type providerFailure struct {
 	provider string
@@ -95,5 +113,8 @@ func (SpeechDone) input()        {}
 func (PlayoutFinished) input()   {}
 func (ToolOutcome) input()       {}
 func (timerFired) input()        {}
+func (ReconcileOutcome) input()  {}
+func (TransportLost) input()     {}
+func (TransportRestored) input() {}
 func (providerFailure) input()   {}
 func (query) input()             {}

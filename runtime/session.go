@@ -42,6 +42,29 @@ type config struct {
 	stallTimeout      time.Duration
 	log               *slog.Logger
 	input             InputConfig
+	journal           tools.Journal
+}
+
+func defaultConfig() config {
+	return config{
+		clock:             WallClock(),
+		rate:              media.Rate16k,
+		frame:             media.DefaultFrameDuration,
+		endpointing:       DefaultEndpointing,
+		transcriptTimeout: DefaultTranscriptTimeout,
+		mailbox:           DefaultMailbox,
+		stallTimeout:      DefaultStallTimeout,
+		log:               slog.Default(),
+		input:             DefaultInputConfig(),
+	}
+}
+
+func (c *config) ensureID() {
+	if c.id == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		c.id = "s_" + hex.EncodeToString(b[:])
+	}
 }
 
 // Option configures a Session.
@@ -106,6 +129,20 @@ func WithStallTimeout(d time.Duration) Option {
 	return positive("stall timeout", d, func(c *config) { c.stallTimeout = d })
 }
 
+// WithJournal sets the write-ahead journal of mutations (default: a
+// tools.MemoryJournal). When the session starts, the journal's unresolved
+// intents for its id are restored as calls of unknown outcome; a repeat of
+// one is reconciled, never run blindly.
+func WithJournal(j tools.Journal) Option {
+	return func(c *config) error {
+		if j == nil {
+			return errors.New("runtime: nil journal")
+		}
+		c.journal = j
+		return nil
+	}
+}
+
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error { c.log = l; return nil }
@@ -141,34 +178,18 @@ func New(agent *Agent, opts ...Option) (*Session, error) {
 	if agent == nil || agent.Model == nil {
 		return nil, errors.New("runtime: agent needs a Model")
 	}
-	cfg := config{
-		clock:             WallClock(),
-		rate:              media.Rate16k,
-		frame:             media.DefaultFrameDuration,
-		endpointing:       DefaultEndpointing,
-		transcriptTimeout: DefaultTranscriptTimeout,
-		mailbox:           DefaultMailbox,
-		stallTimeout:      DefaultStallTimeout,
-		log:               slog.Default(),
-		input:             DefaultInputConfig(),
-	}
+	cfg := defaultConfig()
+	cfg.journal = tools.NewMemoryJournal()
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
 	}
-	if cfg.id == "" {
-		var b [6]byte
-		_, _ = rand.Read(b[:])
-		cfg.id = "s_" + hex.EncodeToString(b[:])
-	}
+	cfg.ensureID()
 	if cfg.sink == nil {
 		cfg.sink = media.SinkFunc(func(media.Frame) error { return nil })
 	}
-	set, err := tools.NewSet(agent.Tools...)
-	if err != nil {
-		return nil, fmt.Errorf("runtime: agent tools: %w", err)
-	}
+	var err error
 	s := &Session{
 		cfg:     cfg,
 		agent:   agent,
@@ -184,19 +205,10 @@ func New(agent *Agent, opts ...Option) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime: output: %w", err)
 	}
-	s.edges = &liveEdges{s: s, gens: map[uint64]context.CancelFunc{}}
-	s.c = &conductor{
-		id:       cfg.id,
-		agent:    agent,
-		toolset:  set,
-		textOnly: agent.TTS == nil,
-		clock:    cfg.clock,
-		edges:    s.edges,
-		publish:  s.bus.Publish,
-		post:     s.post,
-		log:      cfg.log.With("session", cfg.id),
-		cfg:      cfg,
-		calls:    map[string]*callState{},
+	s.edges = &liveEdges{s: s, gens: map[uint64]context.CancelFunc{}, tools: map[string]context.CancelCauseFunc{}}
+	s.c, err = newConductor(agent, s.edges, s.post, s.bus.Publish, cfg, agent.TTS == nil)
+	if err != nil {
+		return nil, err
 	}
 	s.in, err = newAudioInput(s, cfg.input)
 	if err != nil {
@@ -234,8 +246,10 @@ func (s *Session) Run(ctx context.Context) error {
 		return err
 	}
 	c := s.c
-	c.start = c.clock.Now()
-	c.emit(events.Event{Kind: events.SessionStarted, Text: s.agent.Name})
+	if err := s.restore(gctx); err != nil {
+		c.log.Warn("journal: unresolved calls not restored", "err", err)
+	}
+	(&Core{c: c}).Start()
 	if s.agent.OnEnter != nil {
 		g.Go(func() error {
 			if err := s.agent.OnEnter(gctx, s); err != nil && gctx.Err() == nil {
@@ -260,6 +274,23 @@ func (s *Session) Run(ctx context.Context) error {
 			c.handle(in)
 		}
 	}
+}
+
+// journalTimeout bounds a journal read or write: a slow store must not hold
+// a call or the session's start.
+const journalTimeout = 2 * time.Second
+
+// restore loads the journal's intents without outcome, before the
+// conductor starts.
+func (s *Session) restore(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, journalTimeout)
+	defer cancel()
+	recs, err := s.cfg.journal.Unresolved(ctx, s.cfg.id)
+	if err != nil {
+		return err
+	}
+	s.c.ledger.Restore(recs)
+	return nil
 }
 
 // post hands an input to the conductor. Edges call it from their own
@@ -337,7 +368,7 @@ func (s *Session) NowPlaying(ctx context.Context) (Caption, error) {
 	return ask(ctx, s, func(c *conductor) Caption {
 		for _, t := range c.turns {
 			if !t.interrupted && !t.playoutDone {
-				return Caption{Epoch: t.epoch, Text: c.playedText(t, c.edges.played(t.epoch))}
+				return Caption{Epoch: t.epoch, Text: c.playedText(t, c.edges.Played(t.epoch))}
 			}
 		}
 		return Caption{}

@@ -37,6 +37,12 @@ type CallInfo struct {
 	// Epoch is the agent turn that made the call; a result that arrives after
 	// the turn was superseded is judged against it.
 	Epoch uint64
+	// IdempotencyKey is the same for every call of this tool with the same
+	// arguments in this session. Pass it on to the system the tool acts on
+	// (a payment API's Idempotency-Key header, a booking's client
+	// reference) so that even a retry outside the session's control does
+	// the thing once.
+	IdempotencyKey string
 }
 
 type callInfoKey struct{}

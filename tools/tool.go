@@ -66,8 +66,11 @@ func (f HandlerFunc) Call(ctx context.Context, args json.RawMessage) (string, er
 type Option func(*config)
 
 type config struct {
-	effect  Effect
-	timeout time.Duration
+	effect    Effect
+	timeout   time.Duration
+	policy    Policy
+	noDedupe  bool
+	reconcile Reconciler
 }
 
 // WithEffect sets the tool's effect. Without it a tool is a [Mutation]: a tool
@@ -83,6 +86,29 @@ func WithTimeout(d time.Duration) Option {
 	return func(c *config) { c.timeout = d }
 }
 
+// WithInterruptPolicy sets what happens to a call when the user interrupts
+// the turn that made it. Without it the policy follows the effect: a [Read]
+// completes, a [Mutation] is deferred until its preamble has played.
+func WithInterruptPolicy(p Policy) Option {
+	return func(c *config) { c.policy = p }
+}
+
+// WithDedupe turns off (false) or on (true, the default) the at-most-once
+// rule for a mutation: a call repeating an earlier call's arguments gets the
+// earlier outcome instead of running again. Turn it off for a tool where the
+// same arguments twice mean two things ("add one more coffee").
+func WithDedupe(on bool) Option {
+	return func(c *config) { c.noDedupe = !on }
+}
+
+// WithReconcile sets the hook asked when a mutation's outcome is unknown (it
+// was abandoned at its deadline, or the process died while it ran) and the
+// same call comes again: it finds out from the world whether the action
+// happened, so the session neither repeats it nor pretends it did.
+func WithReconcile(r Reconciler) Option {
+	return func(c *config) { c.reconcile = r }
+}
+
 // A Tool is a function the model may call. It is immutable and safe for
 // concurrent use.
 type Tool struct {
@@ -90,6 +116,9 @@ type Tool struct {
 	description string
 	effect      Effect
 	timeout     time.Duration
+	policy      Policy
+	dedupe      bool
+	reconcile   Reconciler
 	schema      json.RawMessage
 	resolved    *jsonschema.Resolved
 	handler     Handler
@@ -188,6 +217,12 @@ func newTool(name, description string, s *jsonschema.Schema, raw json.RawMessage
 	if c.timeout <= 0 {
 		return nil, fmt.Errorf("tools: %q: timeout %v is not positive", name, c.timeout)
 	}
+	if c.policy == "" {
+		c.policy = DefaultPolicy(c.effect)
+	}
+	if !c.policy.valid() {
+		return nil, fmt.Errorf("tools: %q: unknown interrupt policy %q", name, c.policy)
+	}
 	rs, err := s.Resolve(nil)
 	if err != nil {
 		return nil, fmt.Errorf("tools: %q: resolving schema: %w", name, err)
@@ -197,6 +232,9 @@ func newTool(name, description string, s *jsonschema.Schema, raw json.RawMessage
 		description: description,
 		effect:      c.effect,
 		timeout:     c.timeout,
+		policy:      c.policy,
+		dedupe:      c.effect == Mutation && !c.noDedupe,
+		reconcile:   c.reconcile,
 		schema:      raw,
 		resolved:    rs,
 		handler:     h,
@@ -238,6 +276,17 @@ func (t *Tool) Effect() Effect { return t.effect }
 // each call under it, stops waiting when it passes and may abandon a handler
 // that ignores its context, so a handler must honour ctx.
 func (t *Tool) Timeout() time.Duration { return t.timeout }
+
+// Policy returns what happens to a call when its turn is interrupted.
+func (t *Tool) Policy() Policy { return t.policy }
+
+// Dedupe reports whether a repeated call with the same arguments reuses the
+// earlier outcome instead of running again: true for a mutation unless
+// turned off with [WithDedupe].
+func (t *Tool) Dedupe() bool { return t.dedupe }
+
+// Reconciler returns the tool's reconcile hook, or nil.
+func (t *Tool) Reconciler() Reconciler { return t.reconcile }
 
 // Schema returns the JSON schema of the tool's arguments.
 func (t *Tool) Schema() json.RawMessage { return bytes.Clone(t.schema) }

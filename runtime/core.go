@@ -1,0 +1,135 @@
+package runtime
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/llm"
+	"github.com/holdline/holdline/tools"
+)
+
+// Edges is what the session core commands: the parts of a session that do
+// I/O. Every method is called on the core's goroutine and must return at
+// once; the work it starts reports back as Inputs. A Session has its own
+// edges (goroutines around the agent's providers); the simulator has
+// scripted ones in virtual time; a speech-to-speech backend can bring its
+// own.
+type Edges interface {
+	// StartGeneration starts turn epoch: stream req to the model, speak
+	// the answer, report ModelText, ModelDone, SpeechWords, SpeechDone and
+	// PlayoutFinished for epoch.
+	StartGeneration(epoch uint64, req llm.Request)
+	// CancelGeneration stops turn epoch's model stream and synthesis.
+	CancelGeneration(epoch uint64)
+	// FlushOutput drops all queued audio of epochs <= epoch at once.
+	FlushOutput(epoch uint64)
+	// Played is the playout clock: how much of epoch's audio has played.
+	Played(epoch uint64) time.Duration
+	// RunTool runs a call's body under the tool's deadline and reports a
+	// ToolOutcome (and, for a body abandoned at its deadline that finishes
+	// later, a second one: the late outcome).
+	RunTool(r ToolRun)
+	// CancelTool cancels a running call's context (the cancel policy).
+	CancelTool(callID string)
+	// Reconcile runs the tool's Reconciler for r and reports a
+	// ReconcileOutcome.
+	Reconcile(r ToolRun)
+}
+
+// ToolRun is one call handed to Edges.
+type ToolRun struct {
+	CallID string
+	Key    string // idempotency key
+	Tool   *tools.Tool
+	Args   json.RawMessage
+	Epoch  uint64
+	// Turn is the turn that made the call, for tools.WaitPlayout.
+	Turn *Turn
+	// Of is the earlier call whose unknown outcome Reconcile looks into.
+	Of string
+}
+
+// Core is the session's state machine on its own: no goroutines, no I/O,
+// nothing that waits. Whoever drives it feeds it Inputs one at a time and
+// runs its Edges. Session drives one with goroutines and the wall clock;
+// the simulator drives one in virtual time, which is how scenarios test the
+// very code that answers calls.
+type Core struct{ c *conductor }
+
+// NewCore makes a core for agent. post must queue an Input for a later
+// Handle (never call Handle itself); publish receives every event. Of the
+// Options, WithID, WithClock, WithEndpointing, WithTranscriptTimeout and
+// WithLogger apply.
+func NewCore(agent *Agent, edges Edges, post func(Input), publish func(events.Event), opts ...Option) (*Core, error) {
+	if agent == nil || edges == nil || post == nil || publish == nil {
+		return nil, errors.New("runtime: NewCore needs an agent, edges, post and publish")
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	cfg.ensureID()
+	c, err := newConductor(agent, edges, post, publish, cfg, false)
+	if err != nil {
+		return nil, err
+	}
+	return &Core{c: c}, nil
+}
+
+func newConductor(agent *Agent, edges Edges, post func(Input), publish func(events.Event), cfg config, textOnly bool) (*conductor, error) {
+	set, err := tools.NewSet(agent.Tools...)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: agent tools: %w", err)
+	}
+	log := cfg.log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &conductor{
+		id:       cfg.id,
+		agent:    agent,
+		toolset:  set,
+		textOnly: textOnly,
+		clock:    cfg.clock,
+		start:    cfg.clock.Now(),
+		edges:    edges,
+		publish:  publish,
+		post:     post,
+		log:      log.With("session", cfg.id),
+		cfg:      cfg,
+		ledger:   tools.NewLedger(cfg.id),
+		calls:    map[string]*callState{},
+	}, nil
+}
+
+// Start marks the session's start: event times count from here.
+func (k *Core) Start() {
+	k.c.start = k.c.clock.Now()
+	k.c.emit(events.Event{Kind: events.SessionStarted, Text: k.c.agent.Name})
+}
+
+// Handle takes one input.
+func (k *Core) Handle(in Input) { k.c.handle(in) }
+
+// ID is the session id.
+func (k *Core) ID() string { return k.c.id }
+
+// ChatContext returns the chat context as it stands.
+func (k *Core) ChatContext() llm.ChatContext { return k.c.context() }
+
+// Calls returns the ledger's record of every call, in request order.
+func (k *Core) Calls() []tools.Call { return k.c.ledger.Calls() }
+
+// Idle reports whether the agent has nothing in flight and nothing to do
+// until the user acts.
+func (k *Core) Idle() bool { return k.c.idleNow() }
+
+// Restore adds mutations whose intent was journaled without an outcome:
+// their outcome is unknown, and a repeat is reconciled, never run blindly.
+func (k *Core) Restore(records []tools.Record) { k.c.ledger.Restore(records) }

@@ -1,0 +1,965 @@
+package sim
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Scenario is one parsed scenario file.
+type Scenario struct {
+	File    string          // path given to Parse/Load (not a YAML key)
+	Name    string          // `name`, required, non-empty
+	Seed    int64           // `seed`, default 1
+	Timeout time.Duration   // `timeout`, default 30s, must be > 0
+	Agent   Agent           // `agent`
+	Model   []ModelResponse // `model`
+	TTS     TTS             // `tts`
+	STT     STT             // `stt`
+	VAD     VAD             // `vad`
+	User    []UserAction    // `user`
+	Faults  []Fault         // `faults`
+	Expect  Expect          // `expect`
+	Sweep   *Sweep          // `sweep`, nil when absent
+}
+
+// Agent is the agent under test.
+type Agent struct {
+	Instructions string // `instructions`, default "You are a helpful voice agent."
+	Tools        []Tool // `tools`
+}
+
+// Tool is a scripted tool the agent may call.
+type Tool struct {
+	Name          string          // `name`, required, ^[a-zA-Z0-9_-]{1,64}$, unique among tools
+	Effect        string          // `effect`: "read" | "mutation"; default "mutation"
+	OnInterrupt   string          // `on_interrupt`: "complete" | "cancel" | "defer" | "detach" | "" (by effect)
+	Duration      time.Duration   // `duration`, default 100ms, >= 0
+	Timeout       time.Duration   // `timeout`, default 10s, > 0
+	Result        json.RawMessage // `result`: any YAML value as compact JSON; default {"ok":true}
+	Error         string          // `error`, default ""
+	IgnoresCancel bool            // `ignores_cancel`, default false
+	Hang          bool            // `hang`, default false
+	Dedupe        bool            // `dedupe`, default true
+}
+
+// ModelResponse is one scripted model turn, consumed in order.
+type ModelResponse struct {
+	TTFB      time.Duration // `ttfb`, default 300ms, >= 0
+	Text      string        // `text`, default ""
+	ToolCalls []ToolCall    // `tool_calls`
+}
+
+// ToolCall is a tool call made by a scripted model turn.
+type ToolCall struct {
+	ID   string          // `id`, default ""
+	Name string          // `name`, required; need not be a declared tool
+	Args json.RawMessage // `args`: a mapping as compact JSON, keys in written order; default {}
+}
+
+// TTS configures the simulated synthesizer.
+type TTS struct {
+	TTFB           time.Duration // `ttfb`, default 200ms, >= 0
+	WordsPerSecond float64       // `words_per_second`, default 2.5, > 0
+}
+
+// STT configures the simulated recognizer.
+type STT struct {
+	Latency time.Duration // `latency`, default 150ms, >= 0
+}
+
+// VAD configures the simulated voice activity detector.
+type VAD struct {
+	Onset       time.Duration // `onset`, default 100ms, >= 0
+	Endpointing time.Duration // `endpointing`, default 500ms, > 0
+}
+
+// UserAction is one thing the simulated caller does. Exactly one of Say,
+// Inject and Backchannel is set.
+type UserAction struct {
+	At          time.Duration // `at`, required, >= 0
+	Say         string        // `say`
+	Inject      string        // `inject`
+	Backchannel string        // `backchannel`
+	Duration    time.Duration // `duration`, default 0 ("from the words"); say or backchannel only
+}
+
+// Fault is an injected failure.
+type Fault struct {
+	At   time.Duration // `at`, required, >= 0
+	Kind string        // `kind`, required: "llm_error" | "tts_error" | "transport_drop"
+}
+
+// Expect holds what the run must satisfy.
+type Expect struct {
+	MaxStall              time.Duration  // `max_stall`, default 100ms, > 0
+	ToolRuns              map[string]int // `tool_runs`, values >= 0
+	ToolRunsMax           map[string]int // `tool_runs_max`, values >= 0
+	EveryCallAnswered     bool           // `every_call_answered`, always true
+	ContextMatchesPlayout bool           // `context_matches_playout`, always true
+	FinalContextContains  []string       // `final_context_contains`
+	Events                []EventExpect  // `events`
+}
+
+// EventExpect expects events of one kind.
+type EventExpect struct {
+	Kind   string        // `kind`, required, non-empty
+	Within time.Duration // `within`, default 0 meaning no limit, >= 0
+	After  string        // `after`: "" (session start), "start", "user.N" or "fault.N"
+	Tool   string        // `tool`, optional filter
+	State  string        // `state`, optional filter
+	Reason string        // `reason`, optional filter
+	Count  int           // `count`: exact number of matches; default -1 meaning at least one
+	Line   int           // line of this entry in the file (not a YAML key)
+}
+
+// Sweep runs the scenario once per value of a duration parameter.
+type Sweep struct {
+	Param string        // `param`, required; a parameter path (see Scenario.Set)
+	From  time.Duration // `from`, required, >= 0
+	To    time.Duration // `to`, required, >= From
+}
+
+// ParseError is a problem at one place in a scenario file.
+type ParseError struct {
+	File string
+	Line int    // 1-based; 0 when the YAML library gave none
+	Key  string // dotted key path with 0-based list indexes, e.g. user.2.at; may be empty
+	Msg  string
+}
+
+func (e *ParseError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	if e.Key != "" {
+		b.WriteString(": " + e.Key)
+	}
+	b.WriteString(": " + e.Msg)
+	return b.String()
+}
+
+// Load reads and parses the file at path.
+func Load(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+// scnSyntaxLine extracts the line from a yaml.v3 error message, which is the
+// only place the library reports it.
+var scnSyntaxLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// Parse parses one scenario; file is used in messages only. On failure it
+// returns every problem found, each a *ParseError, joined with errors.Join
+// and ordered by line, so that a file can be fixed in one go.
+func Parse(file string, data []byte) (*Scenario, error) {
+	p := &scnParser{file: file}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	switch err := dec.Decode(&doc); {
+	case err == io.EOF:
+		p.errf(0, "", "empty document; want a mapping of scenario keys")
+		return nil, p.result()
+	case err != nil:
+		p.syntax(err)
+		return nil, p.result()
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case err == nil:
+		p.errf(next.Line, "", "more than one YAML document; want one scenario per file")
+	case err != io.EOF:
+		p.syntax(err)
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	if root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null" {
+		p.errf(root.Line, "", "empty document; want a mapping of scenario keys")
+		return nil, p.result()
+	}
+	if root.Kind != yaml.MappingNode {
+		p.errf(root.Line, "", "document is %s; want a mapping of scenario keys", scnKind(root))
+		return nil, p.result()
+	}
+	s := p.scenario(root)
+	s.File = file
+	if err := p.result(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// scnParser collects errors while walking the document, so that decoding
+// goes on past the first problem.
+type scnParser struct {
+	file string
+	errs []*ParseError
+}
+
+func (p *scnParser) errf(line int, key, format string, args ...any) {
+	p.errs = append(p.errs, &ParseError{File: p.file, Line: line, Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (p *scnParser) syntax(err error) {
+	line, msg := 0, strings.TrimPrefix(err.Error(), "yaml: ")
+	if m := scnSyntaxLine.FindStringSubmatch(err.Error()); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = m[2]
+	}
+	p.errf(line, "", "YAML syntax error: %s", msg)
+}
+
+func (p *scnParser) result() error {
+	if len(p.errs) == 0 {
+		return nil
+	}
+	// Stable, so that problems on one line keep the order they were found in.
+	slices.SortStableFunc(p.errs, func(a, b *ParseError) int { return cmp.Compare(a.Line, b.Line) })
+	errs := make([]error, len(p.errs))
+	for i, e := range p.errs {
+		errs[i] = e
+	}
+	return errors.Join(errs...)
+}
+
+// The decoders below take the scenario apart mapping by mapping. Each lists
+// its keys in struct order (that order is also the one error messages show)
+// and fills in defaults for keys that are absent; a key that is present keeps
+// its value even when that value equals the zero of its type.
+//
+// Cross references (tool names in expect, user.N in after, the sweep
+// parameter) are checked where they are decoded, so agent, user and faults
+// are decoded before expect and sweep whatever their order in the file.
+
+func (p *scnParser) scenario(n *yaml.Node) *Scenario {
+	m := p.mapping(n, "", "name", "seed", "timeout", "agent", "model", "tts", "stt", "vad", "user", "faults", "expect", "sweep")
+	s := &Scenario{
+		Name:    m.str("name", ""),
+		Seed:    m.integer("seed", 1, math.MinInt64),
+		Timeout: m.dur("timeout", 30*time.Second, true),
+	}
+	if m.require("name") && s.Name == "" {
+		p.errf(m.vals["name"].Line, "name", "must not be empty")
+	}
+	s.Agent = p.agent(m.sub("agent", "instructions", "tools"))
+	for i, item := range m.seq("model") {
+		s.Model = append(s.Model, p.modelResponse(item, scnIndex("model", i)))
+	}
+	tts := m.sub("tts", "ttfb", "words_per_second")
+	s.TTS = TTS{TTFB: tts.dur("ttfb", 200*time.Millisecond, false), WordsPerSecond: tts.wordsPerSecond("words_per_second")}
+	stt := m.sub("stt", "latency")
+	s.STT = STT{Latency: stt.dur("latency", 150*time.Millisecond, false)}
+	vad := m.sub("vad", "onset", "endpointing")
+	s.VAD = VAD{Onset: vad.dur("onset", 100*time.Millisecond, false), Endpointing: vad.dur("endpointing", 500*time.Millisecond, true)}
+	for i, item := range m.seq("user") {
+		s.User = append(s.User, p.userAction(item, scnIndex("user", i)))
+	}
+	for i, item := range m.seq("faults") {
+		f := p.mapping(item, scnIndex("faults", i), "at", "kind")
+		f.require("at")
+		f.require("kind")
+		s.Faults = append(s.Faults, Fault{At: f.dur("at", 0, false), Kind: f.oneOf("kind", "", "llm_error", "tts_error", "transport_drop")})
+	}
+	s.Expect = p.expect(m.sub("expect", "max_stall", "tool_runs", "tool_runs_max", "every_call_answered",
+		"context_matches_playout", "final_context_contains", "events"), s)
+	if sw := m.sub("sweep", "param", "from", "to"); sw.present {
+		s.Sweep = p.sweep(sw, s)
+	}
+	return s
+}
+
+// scnToolName is the name rule that model APIs impose on function names.
+var scnToolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+func (p *scnParser) agent(m *scnMap) Agent {
+	a := Agent{Instructions: m.str("instructions", "You are a helpful voice agent.")}
+	first := map[string]int{} // tool name -> line of its first declaration
+	for i, item := range m.seq("tools") {
+		t := p.mapping(item, scnIndex("agent.tools", i), "name", "effect", "on_interrupt", "duration", "timeout", "result", "error", "ignores_cancel", "hang", "dedupe")
+		tool := Tool{
+			Name:          t.str("name", ""),
+			Effect:        t.oneOf("effect", "mutation", "read", "mutation"),
+			OnInterrupt:   t.oneOf("on_interrupt", "", "complete", "cancel", "defer", "detach", ""),
+			Duration:      t.dur("duration", 100*time.Millisecond, false),
+			Timeout:       t.dur("timeout", 10*time.Second, true),
+			Result:        json.RawMessage(`{"ok":true}`),
+			Error:         t.str("error", ""),
+			IgnoresCancel: t.boolean("ignores_cancel", false),
+			Hang:          t.boolean("hang", false),
+			Dedupe:        t.boolean("dedupe", true),
+		}
+		if v, key := t.get("result"); v != nil {
+			tool.Result = p.toJSON(v, key)
+		}
+		if v, key := t.get("name"); t.require("name") {
+			switch line, dup := first[tool.Name]; {
+			case !scnToolName.MatchString(tool.Name):
+				p.errf(v.Line, key, "%q is not a valid tool name (want 1 to 64 of a-z, A-Z, 0-9, _ and -)", tool.Name)
+			case dup:
+				p.errf(v.Line, key, "duplicate tool name %q (first declared at line %d)", tool.Name, line)
+			default:
+				first[tool.Name] = v.Line
+			}
+		}
+		a.Tools = append(a.Tools, tool)
+	}
+	return a
+}
+
+func (p *scnParser) modelResponse(n *yaml.Node, path string) ModelResponse {
+	m := p.mapping(n, path, "ttfb", "text", "tool_calls")
+	r := ModelResponse{TTFB: m.dur("ttfb", 300*time.Millisecond, false), Text: m.str("text", "")}
+	for i, item := range m.seq("tool_calls") {
+		c := p.mapping(item, scnIndex(m.key("tool_calls"), i), "id", "name", "args")
+		call := ToolCall{ID: c.str("id", ""), Name: c.str("name", ""), Args: json.RawMessage(`{}`)}
+		if v, key := c.get("name"); c.require("name") && call.Name == "" {
+			p.errf(v.Line, key, "must not be empty")
+		}
+		if v, key := c.get("args"); v != nil {
+			if v.Kind != yaml.MappingNode {
+				p.errf(v.Line, key, "want a mapping of arguments, got %s", scnKind(v))
+			} else {
+				call.Args = p.toJSON(v, key)
+			}
+		}
+		r.ToolCalls = append(r.ToolCalls, call)
+	}
+	return r
+}
+
+func (p *scnParser) userAction(n *yaml.Node, path string) UserAction {
+	m := p.mapping(n, path, "at", "say", "inject", "backchannel", "duration")
+	m.require("at")
+	u := UserAction{
+		At:          m.dur("at", 0, false),
+		Say:         m.str("say", ""),
+		Inject:      m.str("inject", ""),
+		Backchannel: m.str("backchannel", ""),
+		Duration:    m.dur("duration", 0, false),
+	}
+	var set []string // which of the three are present, in struct order
+	for _, f := range []struct{ key, text string }{{"say", u.Say}, {"inject", u.Inject}, {"backchannel", u.Backchannel}} {
+		v, key := m.get(f.key)
+		switch {
+		case v == nil:
+			continue
+		case len(set) > 0:
+			p.errf(v.Line, key, "%s is also set; want exactly one of say, inject, backchannel", set[0])
+		case v.Kind == yaml.ScalarNode && f.text == "":
+			p.errf(v.Line, key, "must not be empty")
+		}
+		set = append(set, f.key)
+	}
+	if len(set) == 0 && m.ok {
+		p.errf(n.Line, path, "want exactly one of say, inject, backchannel")
+	}
+	if v, key := m.get("duration"); v != nil && u.Inject != "" {
+		p.errf(v.Line, key, "only allowed with say or backchannel: an inject is text, not speech")
+	}
+	return u
+}
+
+func (p *scnParser) expect(m *scnMap, s *Scenario) Expect {
+	e := Expect{
+		MaxStall:              m.dur("max_stall", 100*time.Millisecond, true),
+		ToolRuns:              p.toolCounts(m, "tool_runs", s.Agent.Tools),
+		ToolRunsMax:           p.toolCounts(m, "tool_runs_max", s.Agent.Tools),
+		EveryCallAnswered:     m.boolean("every_call_answered", true),
+		ContextMatchesPlayout: m.boolean("context_matches_playout", true),
+	}
+	for _, k := range []string{"every_call_answered", "context_matches_playout"} {
+		if v, key := m.get(k); v != nil && v.ShortTag() == "!!bool" && v.Value == "false" {
+			p.errf(v.Line, key, "always checked; it cannot be turned off")
+		}
+	}
+	for i, item := range m.seq("final_context_contains") {
+		key := scnIndex(m.key("final_context_contains"), i)
+		if str, ok := p.str(item, key); ok && str == "" {
+			p.errf(item.Line, key, "must not be empty")
+		} else if ok {
+			e.FinalContextContains = append(e.FinalContextContains, str)
+		}
+	}
+	for i, item := range m.seq("events") {
+		ev := p.mapping(item, scnIndex(m.key("events"), i), "kind", "within", "after", "tool", "state", "reason", "count")
+		x := EventExpect{
+			Kind:   ev.str("kind", ""),
+			Within: ev.dur("within", 0, false),
+			After:  ev.str("after", ""),
+			Tool:   ev.str("tool", ""),
+			State:  ev.str("state", ""),
+			Reason: ev.str("reason", ""),
+			Count:  int(ev.integer("count", -1, 0)),
+			Line:   item.Line,
+		}
+		if v, key := ev.get("kind"); ev.require("kind") && x.Kind == "" {
+			p.errf(v.Line, key, "must not be empty")
+		}
+		if v, key := ev.get("after"); v != nil {
+			if msg := scnCheckAfter(x.After, s); msg != "" {
+				p.errf(v.Line, key, "%s", msg)
+			}
+		}
+		e.Events = append(e.Events, x)
+	}
+	return e
+}
+
+// scnCheckAfter says what is wrong with an event's after reference, or ""
+// when it is fine.
+func scnCheckAfter(after string, s *Scenario) string {
+	if after == "" || after == "start" {
+		return ""
+	}
+	list, idx, _ := strings.Cut(after, ".")
+	i, ok := scnParseIndex(idx)
+	var n int
+	var what string
+	switch list {
+	case "user":
+		n, what = len(s.User), "user action"
+	case "fault":
+		n, what = len(s.Faults), "fault"
+	default:
+		ok = false
+	}
+	switch {
+	case !ok:
+		return fmt.Sprintf("%q is not one of start, user.N, fault.N", after)
+	case i >= n:
+		return fmt.Sprintf("%q is out of range: the file has %s", after, scnCount(n, what))
+	}
+	return ""
+}
+
+// toolCounts decodes a mapping of declared tool names to run counts.
+func (p *scnParser) toolCounts(m *scnMap, k string, tools []Tool) map[string]int {
+	v, path := m.get(k)
+	if v == nil {
+		return nil
+	}
+	if v.Kind != yaml.MappingNode {
+		p.errf(v.Line, path, "want a mapping of tool names to counts, got %s", scnKind(v))
+		return nil
+	}
+	counts := map[string]int{}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		kn, vn := v.Content[i], v.Content[i+1]
+		if kn.Kind != yaml.ScalarNode {
+			p.errf(kn.Line, path, "keys must be tool names, got %s", scnKind(kn))
+			continue
+		}
+		key := path + "." + kn.Value
+		if seen[kn.Value] {
+			p.errf(kn.Line, key, "duplicate key")
+			continue
+		}
+		seen[kn.Value] = true
+		if !slices.ContainsFunc(tools, func(t Tool) bool { return t.Name == kn.Value }) {
+			p.errf(kn.Line, key, "no tool %q in agent.tools", kn.Value)
+		}
+		if c, ok := p.integer(vn, key, 0); ok {
+			counts[kn.Value] = int(c)
+		}
+	}
+	return counts
+}
+
+func (p *scnParser) sweep(m *scnMap, s *Scenario) *Sweep {
+	sw := &Sweep{Param: m.str("param", "")}
+	// The range checks below need to know that from and to are valid, not
+	// merely present, lest one mistake be reported twice.
+	var fromOK, toOK bool
+	fromV, fromKey := m.get("from")
+	if m.require("from") {
+		sw.From, fromOK = p.dur(fromV, fromKey, false)
+	}
+	if v, key := m.get("to"); m.require("to") {
+		if sw.To, toOK = p.dur(v, key, false); fromOK && toOK && sw.To < sw.From {
+			p.errf(v.Line, key, "%v is less than from (%v)", sw.To, sw.From)
+		}
+	}
+	if v, key := m.get("param"); m.require("param") {
+		// Checked against this file, so that user.9.at fails here rather than
+		// in the middle of a sweep.
+		if _, positive, err := s.scnParam(sw.Param); err != nil {
+			p.errf(v.Line, key, "%v", err)
+		} else if positive && fromOK && sw.From == 0 {
+			p.errf(fromV.Line, fromKey, "%s must be > 0", sw.Param)
+		}
+	}
+	return sw
+}
+
+// scnMap is one YAML mapping whose keys have been checked against the keys
+// it may have.
+type scnMap struct {
+	p       *scnParser
+	node    *yaml.Node
+	path    string
+	vals    map[string]*yaml.Node
+	present bool // the key naming this mapping was in the file
+	ok      bool // the node was a mapping; when not, required keys go unreported
+}
+
+// mapping checks n against the known keys. It reports a node that is not a
+// mapping, unknown keys and duplicate keys; the returned scnMap is usable in
+// every case, yielding defaults for whatever it lacks.
+func (p *scnParser) mapping(n *yaml.Node, path string, known ...string) *scnMap {
+	m := &scnMap{p: p, node: n, path: path, vals: map[string]*yaml.Node{}, present: n != nil}
+	if n == nil {
+		return m
+	}
+	if n.Kind != yaml.MappingNode {
+		p.errf(n.Line, path, "want a mapping, got %s", scnKind(n))
+		return m
+	}
+	m.ok = true
+	first := map[string]int{} // key -> its line, for duplicates
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			p.errf(k.Line, path, "keys must be strings, got %s", scnKind(k))
+			continue
+		}
+		key := scnJoin(path, k.Value)
+		switch line, dup := first[k.Value]; {
+		case !slices.Contains(known, k.Value):
+			p.errf(k.Line, key, "unknown key; known keys: %s", strings.Join(known, ", "))
+		case dup:
+			p.errf(k.Line, key, "duplicate key (first at line %d)", line)
+		default:
+			m.vals[k.Value], first[k.Value] = v, k.Line
+		}
+	}
+	return m
+}
+
+// get returns the value of key k, nil when absent, and its key path.
+func (m *scnMap) get(k string) (*yaml.Node, string) { return m.vals[k], m.key(k) }
+
+func (m *scnMap) key(k string) string { return scnJoin(m.path, k) }
+
+// require reports k when it is missing and says whether it is present.
+func (m *scnMap) require(k string) bool {
+	if _, ok := m.vals[k]; ok {
+		return true
+	}
+	if m.ok {
+		m.p.errf(m.node.Line, m.key(k), "required key is missing")
+	}
+	return false
+}
+
+// sub returns the nested mapping at k, with the given known keys; absent,
+// it is empty.
+func (m *scnMap) sub(k string, known ...string) *scnMap {
+	v, key := m.get(k)
+	return m.p.mapping(v, key, known...)
+}
+
+// seq returns the items of the sequence at k; absent, there are none.
+func (m *scnMap) seq(k string) []*yaml.Node {
+	v, key := m.get(k)
+	if v == nil {
+		return nil
+	}
+	if v.Kind != yaml.SequenceNode {
+		m.p.errf(v.Line, key, "want a list, got %s", scnKind(v))
+		return nil
+	}
+	return v.Content
+}
+
+func (m *scnMap) str(k, def string) string {
+	if v, key := m.get(k); v != nil {
+		s, _ := m.p.str(v, key)
+		return s
+	}
+	return def
+}
+
+// oneOf decodes a string that must be one of allowed. An allowed "" is left
+// out of the message: it reads as a stray comma.
+func (m *scnMap) oneOf(k, def string, allowed ...string) string {
+	v, key := m.get(k)
+	if v == nil {
+		return def
+	}
+	s, ok := m.p.str(v, key)
+	if ok && !slices.Contains(allowed, s) {
+		shown := slices.DeleteFunc(slices.Clone(allowed), func(a string) bool { return a == "" })
+		m.p.errf(v.Line, key, "%q is not one of %s", s, strings.Join(shown, ", "))
+	}
+	return s
+}
+
+func (m *scnMap) dur(k string, def time.Duration, positive bool) time.Duration {
+	if v, key := m.get(k); v != nil {
+		d, _ := m.p.dur(v, key, positive)
+		return d
+	}
+	return def
+}
+
+func (m *scnMap) boolean(k string, def bool) bool {
+	v, key := m.get(k)
+	if v == nil {
+		return def
+	}
+	// Only true and false: YAML 1.1's yes, no, on and off are too easy to
+	// write by accident, and quoted "true" is a string.
+	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" || (v.Value != "true" && v.Value != "false") {
+		m.p.errf(v.Line, key, "%s is not a boolean (want true or false)", scnDescribe(v))
+		return def
+	}
+	return v.Value == "true"
+}
+
+func (m *scnMap) integer(k string, def, min int64) int64 {
+	if v, key := m.get(k); v != nil {
+		n, _ := m.p.integer(v, key, min)
+		return n
+	}
+	return def
+}
+
+func (m *scnMap) wordsPerSecond(k string) float64 {
+	v, key := m.get(k)
+	if v == nil {
+		return 2.5
+	}
+	var f float64
+	if v.Kind != yaml.ScalarNode || (v.ShortTag() != "!!int" && v.ShortTag() != "!!float") || v.Decode(&f) != nil {
+		m.p.errf(v.Line, key, "%s is not a number", scnDescribe(v))
+	} else if !(f > 0) || math.IsInf(f, 0) {
+		m.p.errf(v.Line, key, "%s must be a finite number > 0", v.Value)
+	}
+	return f
+}
+
+// str decodes a string. Any scalar will do (a number is its text), and null
+// is the empty string; mappings and lists are errors.
+func (p *scnParser) str(n *yaml.Node, key string) (string, bool) {
+	if n.Kind != yaml.ScalarNode {
+		p.errf(n.Line, key, "want a string, got %s", scnKind(n))
+		return "", false
+	}
+	if n.ShortTag() == "!!null" {
+		return "", true
+	}
+	return n.Value, true
+}
+
+// dur decodes a non-negative duration, positive when asked to be.
+// time.ParseDuration also takes a bare 0, and nothing else without a unit.
+func (p *scnParser) dur(n *yaml.Node, key string, positive bool) (time.Duration, bool) {
+	if n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" {
+		p.errf(n.Line, key, "want a duration (e.g. 400ms or 1.5s), got %s", scnKind(n))
+		return 0, false
+	}
+	d, err := time.ParseDuration(n.Value)
+	switch {
+	case err != nil:
+		p.errf(n.Line, key, "%q is not a duration (want e.g. 400ms or 1.5s)", n.Value)
+	case d < 0:
+		p.errf(n.Line, key, "%q is negative (want a duration >= 0)", n.Value)
+	case d == 0 && positive:
+		p.errf(n.Line, key, "%q must be > 0", n.Value)
+	default:
+		return d, true
+	}
+	return 0, false
+}
+
+// integer decodes an integer >= min. Quoted numbers are strings, not integers.
+func (p *scnParser) integer(n *yaml.Node, key string, min int64) (int64, bool) {
+	var i int64
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&i) != nil {
+		p.errf(n.Line, key, "%s is not an integer", scnDescribe(n))
+		return 0, false
+	}
+	if i < min {
+		p.errf(n.Line, key, "%d must be >= %d", i, min)
+		return 0, false
+	}
+	return i, true
+}
+
+// toJSON converts any YAML value to compact JSON, keeping mapping keys in the
+// order written: the tool result or arguments are shown to a model exactly
+// as the author wrote them. On error it returns nil.
+func (p *scnParser) toJSON(n *yaml.Node, key string) json.RawMessage {
+	var b bytes.Buffer
+	if !p.yamlToJSON(&b, n, key) {
+		return nil
+	}
+	return b.Bytes()
+}
+
+func (p *scnParser) yamlToJSON(b *bytes.Buffer, n *yaml.Node, key string) bool {
+	switch n.Kind {
+	case yaml.MappingNode:
+		b.WriteByte('{')
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind != yaml.ScalarNode {
+				p.errf(k.Line, key, "keys must be strings, got %s", scnKind(k))
+				return false
+			}
+			if seen[k.Value] {
+				p.errf(k.Line, scnJoin(key, k.Value), "duplicate key")
+				return false
+			}
+			seen[k.Value] = true
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			name, _ := json.Marshal(k.Value)
+			b.Write(name)
+			b.WriteByte(':')
+			if !p.yamlToJSON(b, v, scnJoin(key, k.Value)) {
+				return false
+			}
+		}
+		b.WriteByte('}')
+	case yaml.SequenceNode:
+		b.WriteByte('[')
+		for i, v := range n.Content {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if !p.yamlToJSON(b, v, scnIndex(key, i)) {
+				return false
+			}
+		}
+		b.WriteByte(']')
+	case yaml.ScalarNode:
+		var v any = n.Value // timestamps, binary and the like stay as written
+		switch n.ShortTag() {
+		case "!!null":
+			v = nil
+		case "!!bool", "!!int", "!!float":
+			if err := n.Decode(&v); err != nil {
+				v = n.Value
+			}
+		}
+		j, err := json.Marshal(v)
+		if err != nil { // .inf and .nan
+			p.errf(n.Line, key, "%s cannot be written as JSON", n.Value)
+			return false
+		}
+		b.Write(j)
+	default:
+		p.errf(n.Line, key, "%s cannot be written as JSON", scnKind(n))
+		return false
+	}
+	return true
+}
+
+// scnKind names the kind of a node for messages. Aliases are rejected
+// everywhere: they would make a file harder to read than to write, and
+// following them invites alias bombs.
+func scnKind(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias (aliases are not supported)"
+	case yaml.ScalarNode:
+		if n.ShortTag() == "!!null" {
+			return "null"
+		}
+		return "a scalar"
+	}
+	return "an empty document"
+}
+
+// scnDescribe shows a scalar's text, or a node's kind.
+func scnDescribe(n *yaml.Node) string {
+	if n.Kind == yaml.ScalarNode && n.ShortTag() != "!!null" {
+		return strconv.Quote(n.Value)
+	}
+	return scnKind(n)
+}
+
+func scnJoin(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func scnIndex(path string, i int) string { return path + "." + strconv.Itoa(i) }
+
+// scnCount writes n things, in the plural unless there is one.
+func scnCount(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return strconv.Itoa(n) + " " + thing + "s"
+}
+
+// scnParseIndex parses a 0-based index written without sign or leading
+// zeros, so that each entry has exactly one name.
+func scnParseIndex(s string) (int, bool) {
+	i, err := strconv.Atoi(s)
+	return i, err == nil && i >= 0 && strconv.Itoa(i) == s
+}
+
+// scnParams lists the parameter paths, for messages.
+const scnParams = "timeout, user.N.at, user.N.duration, faults.N.at, model.N.ttfb, " +
+	"agent.tools.N.duration, agent.tools.N.timeout, tts.ttfb, stt.latency, " +
+	"vad.onset, vad.endpointing, expect.max_stall"
+
+// scnParam resolves a parameter path to the field it names, and says
+// whether the field must be > 0 rather than >= 0.
+func (s *Scenario) scnParam(param string) (*time.Duration, bool, error) {
+	// Replace the one index with N to get the shape of the path.
+	parts := strings.Split(param, ".")
+	idx := -1
+	for i, part := range parts {
+		if n, ok := scnParseIndex(part); ok && idx < 0 {
+			idx, parts[i] = n, "N"
+		}
+	}
+	// index returns idx when it is in range of a list of n entries.
+	index := func(n int, what string) (int, error) {
+		if idx >= n {
+			return 0, fmt.Errorf("parameter %q: index %d is out of range: the scenario has %s", param, idx, scnCount(n, what))
+		}
+		return idx, nil
+	}
+	switch strings.Join(parts, ".") {
+	case "timeout":
+		return &s.Timeout, true, nil
+	case "user.N.at", "user.N.duration":
+		i, err := index(len(s.User), "user action")
+		if err != nil {
+			return nil, false, err
+		}
+		if strings.HasSuffix(param, ".at") {
+			return &s.User[i].At, false, nil
+		}
+		if s.User[i].Say == "" && s.User[i].Backchannel == "" {
+			return nil, false, fmt.Errorf("parameter %q: user.%d is not speech; duration applies to say and backchannel only", param, i)
+		}
+		return &s.User[i].Duration, false, nil
+	case "faults.N.at":
+		i, err := index(len(s.Faults), "fault")
+		if err != nil {
+			return nil, false, err
+		}
+		return &s.Faults[i].At, false, nil
+	case "model.N.ttfb":
+		i, err := index(len(s.Model), "model response")
+		if err != nil {
+			return nil, false, err
+		}
+		return &s.Model[i].TTFB, false, nil
+	case "agent.tools.N.duration", "agent.tools.N.timeout":
+		i, err := index(len(s.Agent.Tools), "tool")
+		if err != nil {
+			return nil, false, err
+		}
+		if strings.HasSuffix(param, ".timeout") {
+			return &s.Agent.Tools[i].Timeout, true, nil
+		}
+		return &s.Agent.Tools[i].Duration, false, nil
+	case "tts.ttfb":
+		return &s.TTS.TTFB, false, nil
+	case "stt.latency":
+		return &s.STT.Latency, false, nil
+	case "vad.onset":
+		return &s.VAD.Onset, false, nil
+	case "vad.endpointing":
+		return &s.VAD.Endpointing, true, nil
+	case "expect.max_stall":
+		return &s.Expect.MaxStall, true, nil
+	}
+	return nil, false, fmt.Errorf("unknown parameter %q (want one of %s)", param, scnParams)
+}
+
+// Set sets the duration parameter at path, the notation used by sweep.param
+// and the --set flag. Indexes are 0-based. Valid paths: "timeout",
+// "user.N.at", "user.N.duration", "faults.N.at", "model.N.ttfb",
+// "agent.tools.N.duration", "agent.tools.N.timeout", "tts.ttfb",
+// "stt.latency", "vad.onset", "vad.endpointing", "expect.max_stall".
+// An unknown path or an out-of-range index is an error naming the path; so is
+// a negative d, or a zero d for a parameter that a scenario file requires to
+// be > 0.
+func (s *Scenario) Set(param string, d time.Duration) error {
+	p, positive, err := s.scnParam(param)
+	switch {
+	case err != nil:
+		return fmt.Errorf("sim: %w", err)
+	case d < 0:
+		return fmt.Errorf("sim: parameter %q: %v is negative", param, d)
+	case d == 0 && positive:
+		return fmt.Errorf("sim: parameter %q: must be > 0", param)
+	}
+	*p = d
+	return nil
+}
+
+// Get returns the value of the duration parameter at path (same paths as Set).
+func (s *Scenario) Get(param string) (time.Duration, error) {
+	p, _, err := s.scnParam(param)
+	if err != nil {
+		return 0, fmt.Errorf("sim: %w", err)
+	}
+	return *p, nil
+}
+
+// Clone returns a deep copy: nothing the copy holds (slices, maps,
+// RawMessages, Sweep) is shared with s, so a sweep can run variants of one
+// scenario side by side.
+func (s *Scenario) Clone() *Scenario {
+	c := *s
+	c.Agent.Tools = slices.Clone(s.Agent.Tools)
+	for i := range c.Agent.Tools {
+		c.Agent.Tools[i].Result = slices.Clone(c.Agent.Tools[i].Result)
+	}
+	c.Model = slices.Clone(s.Model)
+	for i := range c.Model {
+		c.Model[i].ToolCalls = slices.Clone(c.Model[i].ToolCalls)
+		for j := range c.Model[i].ToolCalls {
+			c.Model[i].ToolCalls[j].Args = slices.Clone(c.Model[i].ToolCalls[j].Args)
+		}
+	}
+	c.User = slices.Clone(s.User)
+	c.Faults = slices.Clone(s.Faults)
+	c.Expect.ToolRuns = maps.Clone(s.Expect.ToolRuns)
+	c.Expect.ToolRunsMax = maps.Clone(s.Expect.ToolRunsMax)
+	c.Expect.FinalContextContains = slices.Clone(s.Expect.FinalContextContains)
+	c.Expect.Events = slices.Clone(s.Expect.Events)
+	if s.Sweep != nil {
+		sw := *s.Sweep
+		c.Sweep = &sw
+	}
+	return &c
+}
