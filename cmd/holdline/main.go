@@ -1,12 +1,16 @@
 // Command holdline runs Holdline voice agents.
 //
 //	holdline console --agent booking [--events FILE]
+//	holdline simulate FILE|DIR... [--sweep N] [--seed S] [--set PARAM=DURATION] [--json]
 //
 // console talks to an agent in the terminal: type as the caller; the agent's
 // reply streams at speaking pace, and a line entered while it speaks barges
 // in. With standard input not a terminal it reads one line per turn, waits
 // for each turn to settle and prints one line per event (user:, agent:,
 // tool:), so scripts can drive it.
+//
+// simulate runs scenario files against the session core in virtual time and
+// exits non-zero when any run breaks an expectation or an invariant.
 package main
 
 import (
@@ -36,6 +40,7 @@ const usage = `usage: holdline <command> [flags]
 
 commands:
   console   talk to an agent in the terminal (holdline console --agent booking)
+  simulate  run scenario files in virtual time (holdline simulate examples/scenarios --sweep 200)
 `
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -46,6 +51,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	switch args[0] {
 	case "console":
 		return consoleCmd(ctx, args[1:], stdin, stdout, stderr)
+	case "simulate":
+		return simulateCmd(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

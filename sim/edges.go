@@ -1,0 +1,467 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/holdline/holdline/llm"
+	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/tools"
+	"github.com/holdline/holdline/tts"
+)
+
+// Errors the scripted edges report for injected faults.
+var (
+	errLLMFault = errors.New("sim: injected llm_error")
+	errTTSFault = errors.New("sim: injected tts_error")
+)
+
+// edges are the scripted model, synthesiser, output and tools, in virtual
+// time. They implement runtime.Edges, and record what happened for the
+// checks: every request the model received, every tool body run, every
+// sample played.
+type edges struct {
+	r *run
+
+	nextModel int
+	gens      map[uint64]*generation
+	// armed faults hit the next model request or synthesis when none is in
+	// flight at the fault's time.
+	llmArmed, ttsArmed bool
+
+	requests []request
+	player   player
+
+	ncall    uint64
+	toolRuns map[string]int
+	runs     map[string]*toolRun // by call id
+	byKey    map[string][]*toolRun
+}
+
+type request struct {
+	at    time.Duration
+	epoch uint64
+	items []llm.Item
+}
+
+type generation struct {
+	epoch     uint64
+	started   time.Duration
+	cancelled bool
+	modelDone bool // ModelDone delivered
+	synthDone bool // SpeechDone delivered
+	reply     *item
+	phrases   []*item
+	ended     time.Duration // when the floor was released: -1 while holding
+}
+
+type toolRun struct {
+	call      string
+	key       string
+	tool      *tools.Tool
+	spec      *Tool
+	started   time.Duration
+	finished  bool
+	state     tools.State
+	outcome   *item
+	cancelled bool
+	dedupe    bool
+}
+
+func newEdges(r *run) *edges {
+	return &edges{
+		r:        r,
+		gens:     map[uint64]*generation{},
+		toolRuns: map[string]int{},
+		runs:     map[string]*toolRun{},
+		byKey:    map[string][]*toolRun{},
+		player:   player{segs: map[uint64][]segment{}, endMark: map[uint64]*item{}},
+	}
+}
+
+// deliver schedules an input for the core.
+func (e *edges) deliver(when time.Duration, source uint64, in runtime.Input) *item {
+	return e.r.sched.at(when, source, func() { e.r.handle(in) })
+}
+
+// StartGeneration answers with the next scripted model response after its
+// TTFB, then speaks its text phrase by phrase.
+func (e *edges) StartGeneration(epoch uint64, req llm.Request) {
+	now := e.r.sched.now
+	e.requests = append(e.requests, request{at: now, epoch: epoch, items: req.Context.Items})
+	g := &generation{epoch: epoch, started: now, ended: -1}
+	e.gens[epoch] = g
+	resp := ModelResponse{TTFB: defaultModelTTFB}
+	if e.nextModel < len(e.r.sc.Model) {
+		resp = e.r.sc.Model[e.nextModel]
+	}
+	e.nextModel++
+	src := srcGeneration + epoch
+	if e.llmArmed {
+		e.llmArmed = false
+		g.reply = e.r.sched.at(now+resp.TTFB, src, func() { e.failModel(g) })
+		return
+	}
+	g.reply = e.r.sched.at(now+resp.TTFB, src, func() {
+		if g.cancelled || g.modelDone {
+			return
+		}
+		g.modelDone = true
+		if resp.Text != "" {
+			e.r.handle(runtime.ModelText{Epoch: epoch, Text: resp.Text})
+		}
+		e.r.handle(runtime.ModelDone{Epoch: epoch, Calls: calls(resp.ToolCalls)})
+		e.speak(g, resp.Text)
+	})
+}
+
+func calls(tcs []ToolCall) []llm.ToolCall {
+	out := make([]llm.ToolCall, len(tcs))
+	for i, tc := range tcs {
+		out[i] = llm.ToolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Args}
+	}
+	return out
+}
+
+// failModel ends g's model stream with the injected error.
+func (e *edges) failModel(g *generation) {
+	if g.cancelled || g.modelDone {
+		return
+	}
+	g.modelDone = true
+	e.r.handle(runtime.ModelDone{Epoch: g.epoch, Err: errLLMFault})
+	e.speak(g, "")
+}
+
+// speak synthesises text one phrase at a time, each ready one TTFB after
+// the previous, and queues its audio; the words follow the audio.
+func (e *edges) speak(g *generation, text string) {
+	var ch tts.Chunker
+	phrases := ch.Push(text)
+	if rest := ch.Flush(); rest != "" {
+		phrases = append(phrases, rest)
+	}
+	src := srcGeneration + g.epoch
+	at := e.r.sched.now
+	if e.ttsArmed && len(phrases) > 0 {
+		e.ttsArmed = false
+		g.phrases = append(g.phrases, e.r.sched.at(at+e.r.sc.TTS.TTFB, src, func() { e.failSynth(g) }))
+		return
+	}
+	for i, p := range phrases {
+		at += e.r.sc.TTS.TTFB
+		last := i == len(phrases)-1
+		g.phrases = append(g.phrases, e.r.sched.at(at, src, func() {
+			if g.cancelled || g.synthDone {
+				return
+			}
+			words := strings.Fields(p)
+			dur := time.Duration(float64(len(words)) / e.r.sc.TTS.WordsPerSecond * float64(time.Second))
+			offset := e.player.queued(g.epoch)
+			timings := make([]tts.WordTiming, len(words))
+			for j, w := range words {
+				timings[j] = tts.WordTiming{Word: w, Start: offset + dur*time.Duration(j)/time.Duration(len(words)),
+					End: offset + dur*time.Duration(j+1)/time.Duration(len(words))}
+			}
+			e.player.enqueue(e.r.sched.now, g.epoch, dur, timings)
+			e.r.handle(runtime.SpeechWords{Epoch: g.epoch, Words: timings})
+			if last {
+				e.endSynth(g, nil)
+			}
+		}))
+	}
+	if len(phrases) == 0 {
+		e.endSynth(g, nil)
+	}
+}
+
+// failSynth ends g's synthesis with the injected error: what was queued
+// still plays.
+func (e *edges) failSynth(g *generation) {
+	if g.cancelled || g.synthDone {
+		return
+	}
+	for _, p := range g.phrases {
+		e.r.sched.cancel(p)
+	}
+	e.endSynth(g, errTTSFault)
+}
+
+func (e *edges) endSynth(g *generation, err error) {
+	g.synthDone = true
+	e.r.handle(runtime.SpeechDone{Epoch: g.epoch, Err: err})
+	end := e.player.end(e.r.sched.now, g.epoch)
+	e.player.endMark[g.epoch] = e.r.sched.at(end, srcPlayer, func() {
+		if g.cancelled {
+			return
+		}
+		delete(e.player.endMark, g.epoch)
+		g.ended = e.r.sched.now
+		e.r.handle(runtime.PlayoutFinished{Epoch: g.epoch})
+	})
+}
+
+// fault applies an injected fault at its time.
+func (e *edges) fault(kind string) {
+	switch kind {
+	case "llm_error":
+		for _, g := range e.inFlight() {
+			if !g.modelDone {
+				e.r.sched.cancel(g.reply)
+				e.failModel(g)
+				return
+			}
+		}
+		e.llmArmed = true
+	case "tts_error":
+		for _, g := range e.inFlight() {
+			if g.modelDone && !g.synthDone {
+				e.failSynth(g)
+				return
+			}
+		}
+		e.ttsArmed = true
+	case "transport_drop":
+		e.r.handle(runtime.TransportLost{})
+	}
+}
+
+// inFlight lists generations not cancelled, oldest first.
+func (e *edges) inFlight() []*generation {
+	var out []*generation
+	for ep := uint64(1); ep <= uint64(len(e.requests)); ep++ {
+		if g := e.gens[ep]; g != nil && !g.cancelled {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// CancelGeneration stops turn epoch: nothing more of it is delivered.
+func (e *edges) CancelGeneration(epoch uint64) {
+	g := e.gens[epoch]
+	if g == nil || g.cancelled {
+		return
+	}
+	g.cancelled = true
+	if g.ended < 0 {
+		g.ended = e.r.sched.now
+	}
+	e.r.sched.cancel(g.reply)
+	for _, p := range g.phrases {
+		e.r.sched.cancel(p)
+	}
+}
+
+// FlushOutput drops the queued audio of epochs <= epoch.
+func (e *edges) FlushOutput(epoch uint64) {
+	for _, ep := range e.player.flush(e.r.sched.now, epoch) {
+		if m := e.player.endMark[ep]; m != nil {
+			e.r.sched.cancel(m)
+			delete(e.player.endMark, ep)
+		}
+		if g := e.gens[ep]; g != nil && g.ended < 0 {
+			g.ended = e.r.sched.now
+		}
+	}
+}
+
+// Played is the playout clock.
+func (e *edges) Played(epoch uint64) time.Duration { return e.player.played(e.r.sched.now, epoch) }
+
+// RunTool runs a scripted body: it ends after its duration with its result
+// or error, never (hang), or at its deadline as timed out; a body that
+// outlives its deadline still reports its late outcome.
+func (e *edges) RunTool(r runtime.ToolRun) {
+	now := e.r.sched.now
+	spec := e.r.toolSpec(r.Tool.Name())
+	e.ncall++
+	src := srcTool + e.ncall
+	tr := &toolRun{call: r.CallID, key: r.Key, tool: r.Tool, spec: spec, started: now, dedupe: r.Tool.Dedupe()}
+	e.checkOnce(tr)
+	e.toolRuns[r.Tool.Name()]++
+	e.runs[r.CallID] = tr
+	e.byKey[r.Key] = append(e.byKey[r.Key], tr)
+	if !spec.Hang {
+		tr.outcome = e.r.sched.at(now+spec.Duration, src, func() {
+			st, o := tools.StateSucceeded, runtime.ToolOutcome{CallID: r.CallID, Output: string(spec.Result)}
+			if spec.Error != "" {
+				st, o.Output, o.Err = tools.StateFailed, "", errors.New(spec.Error)
+			}
+			o.State = st
+			e.finishTool(tr, st, o)
+		})
+	}
+	if spec.Hang || spec.Duration >= r.Tool.Timeout() {
+		e.r.sched.at(now+r.Tool.Timeout(), src, func() {
+			if tr.finished {
+				return
+			}
+			tr.finished, tr.state = true, tools.StateTimedOut
+			e.r.handle(runtime.ToolOutcome{CallID: r.CallID, State: tools.StateTimedOut,
+				Err: fmt.Errorf("%w: no result within %v", runtime.ErrWaitTimeout, r.Tool.Timeout())})
+		})
+	}
+}
+
+// finishTool reports a body's return: its outcome, or its late outcome
+// after a timeout.
+func (e *edges) finishTool(tr *toolRun, st tools.State, o runtime.ToolOutcome) {
+	if tr.finished && tr.state != tools.StateTimedOut {
+		return
+	}
+	late := tr.finished
+	tr.finished, tr.state = true, st
+	if late && st == tools.StateSucceeded {
+		tr.state = tools.StateSucceeded
+	}
+	e.r.handle(o)
+}
+
+// CancelTool cancels a running body: it stops at once unless the tool
+// ignores cancellation.
+func (e *edges) CancelTool(id string) {
+	tr := e.runs[id]
+	if tr == nil || tr.finished || tr.spec.IgnoresCancel {
+		return
+	}
+	tr.cancelled = true
+	e.r.sched.cancel(tr.outcome)
+	e.finishTool(tr, tools.StateCancelled, runtime.ToolOutcome{CallID: id, State: tools.StateCancelled, Err: context.Canceled})
+}
+
+// Reconcile is never asked: scripted tools have no Reconciler.
+func (e *edges) Reconcile(r runtime.ToolRun) {
+	e.r.violate("the core asked a scripted tool without a Reconciler to reconcile call %s", r.Of)
+}
+
+// checkOnce is the at-most-once invariant, checked when a body starts: no
+// earlier body with the same key may be running, have succeeded, or have an
+// unknown outcome (timed out). Failures and cancellations may be retried.
+func (e *edges) checkOnce(tr *toolRun) {
+	if !tr.dedupe {
+		return
+	}
+	for _, p := range e.byKey[tr.key] {
+		switch {
+		case !p.finished:
+			e.r.violate("mutation %s ran again (call %s) while call %s with the same idempotency key was still running", tr.tool.Name(), tr.call, p.call)
+		case p.state == tools.StateSucceeded:
+			e.r.violate("mutation %s ran twice for one idempotency key: call %s after call %s had succeeded", tr.tool.Name(), tr.call, p.call)
+		case p.state == tools.StateTimedOut:
+			e.r.violate("mutation %s ran again (call %s) though call %s with the same idempotency key timed out with its outcome unknown", tr.tool.Name(), tr.call, p.call)
+		}
+	}
+}
+
+// player is the output: audio of each epoch plays in order after the
+// audio queued before it. It knows what the caller really heard.
+type player struct {
+	cursor  time.Duration // when the output is free
+	segs    map[uint64][]segment
+	endMark map[uint64]*item
+	order   []uint64 // epochs in the order their audio was first queued
+}
+
+type segment struct {
+	start, dur time.Duration
+	offset     time.Duration // within the epoch's audio
+	words      []tts.WordTiming
+	flushed    bool
+}
+
+func (p *player) queued(epoch uint64) time.Duration {
+	var d time.Duration
+	for _, s := range p.segs[epoch] {
+		d += s.dur
+	}
+	return d
+}
+
+func (p *player) enqueue(now time.Duration, epoch uint64, dur time.Duration, words []tts.WordTiming) {
+	start := max(now, p.cursor)
+	if _, ok := p.segs[epoch]; !ok {
+		p.order = append(p.order, epoch)
+	}
+	p.segs[epoch] = append(p.segs[epoch], segment{start: start, dur: dur, offset: p.queued(epoch), words: words})
+	p.cursor = start + dur
+}
+
+// end is when epoch's queued audio will have played.
+func (p *player) end(now time.Duration, epoch uint64) time.Duration {
+	end := now
+	for _, s := range p.segs[epoch] {
+		end = max(end, s.start+s.dur)
+	}
+	return end
+}
+
+func (p *player) played(now time.Duration, epoch uint64) time.Duration {
+	var d time.Duration
+	for _, s := range p.segs[epoch] {
+		d += min(max(now-s.start, 0), s.dur)
+	}
+	return d
+}
+
+// flush cuts every segment of epochs <= epoch at now and returns the epochs
+// it cut.
+func (p *player) flush(now time.Duration, epoch uint64) []uint64 {
+	var cut []uint64
+	for _, ep := range p.order {
+		if ep > epoch {
+			continue
+		}
+		segs := p.segs[ep]
+		touched := false
+		for i := range segs {
+			s := &segs[i]
+			if s.flushed || s.start+s.dur <= now {
+				continue
+			}
+			s.dur = min(max(now-s.start, 0), s.dur)
+			s.flushed = true
+			touched = true
+		}
+		if touched || p.endMark[ep] != nil {
+			cut = append(cut, ep)
+		}
+	}
+	if p.cursor > now {
+		p.cursor = now
+		for _, ep := range p.order {
+			for _, s := range p.segs[ep] {
+				p.cursor = max(p.cursor, s.start+s.dur)
+			}
+		}
+	}
+	return cut
+}
+
+// heard is the words of epoch whose audio started playing by now.
+func (p *player) heard(now time.Duration, epoch uint64) string {
+	var words []string
+	for _, s := range p.segs[epoch] {
+		playedHere := min(max(now-s.start, 0), s.dur)
+		for _, w := range s.words {
+			if w.Start-s.offset < playedHere {
+				words = append(words, w.Word)
+			}
+		}
+	}
+	return strings.Join(words, " ")
+}
+
+// playingAfter reports whether audio of epoch is still due to play after
+// now.
+func (p *player) playingAfter(now time.Duration, epoch uint64) bool {
+	for _, s := range p.segs[epoch] {
+		if s.start+s.dur > now {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,227 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/llm"
+	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/tools"
+)
+
+// Defaults of the simulator that the scenario format has no key for. The
+// defaults of the keys it has are in the README's scenario section and
+// in scenario.go.
+const (
+	// defaultModelTTFB answers requests beyond the scripted ones: an empty
+	// reply (no words, no calls).
+	defaultModelTTFB = 300 * time.Millisecond
+	// userWordsPerSecond is how fast the simulated caller speaks when a
+	// `say` has no `duration`.
+	userWordsPerSecond = 3.0
+	// maxSteps bounds the work of one run: a core that keeps scheduling
+	// work at one instant would otherwise never let time reach the
+	// timeout.
+	maxSteps = 200_000
+)
+
+// Run is the result of one run of a scenario.
+type Run struct {
+	Seed       int64           `json:"seed"`
+	Param      string          `json:"param,omitempty"`
+	Value      time.Duration   `json:"value_ns,omitempty"`
+	Violations []string        `json:"violations,omitempty"`
+	Events     []events.Event  `json:"events,omitempty"`
+	Context    llm.ChatContext `json:"-"`
+	ToolRuns   map[string]int  `json:"tool_runs,omitempty"`
+	Requests   int             `json:"requests"`
+	End        time.Duration   `json:"end_ns"`
+}
+
+// OK reports whether the run met every expectation and invariant.
+func (r *Run) OK() bool { return len(r.Violations) == 0 }
+
+// run is one run in progress.
+type run struct {
+	sc    *Scenario
+	sched *sched
+	core  *runtime.Core
+	edges *edges
+	out   *Run
+	tools map[string]*Tool
+	steps int
+
+	// interrupted epochs, checked after every step: their audio must have
+	// stopped (the core flushed the output).
+	cut []uint64
+}
+
+// toolCache holds built tools across the runs of one scenario: building a
+// tool resolves its schema, which would cost more than the run.
+type toolCache map[toolKey]*tools.Tool
+
+// toolKey is what a built tool depends on.
+type toolKey struct {
+	name, effect, policy string
+	timeout              time.Duration
+	dedupe               bool
+}
+
+var permissive = json.RawMessage(`{"type":"object"}`)
+
+func (tc toolCache) get(t Tool) (*tools.Tool, error) {
+	key := toolKey{t.Name, t.Effect, t.OnInterrupt, t.Timeout, t.Dedupe}
+	if got, ok := tc[key]; ok {
+		return got, nil
+	}
+	opts := []tools.Option{tools.WithEffect(tools.Effect(t.Effect)), tools.WithTimeout(t.Timeout), tools.WithDedupe(t.Dedupe)}
+	if t.OnInterrupt != "" {
+		opts = append(opts, tools.WithInterruptPolicy(tools.Policy(t.OnInterrupt)))
+	}
+	// The body never runs: the scripted edges play its part.
+	built, err := tools.NewRaw(t.Name, "scripted tool "+t.Name, permissive,
+		tools.HandlerFunc(func(context.Context, json.RawMessage) (string, error) { return "", nil }), opts...)
+	if err != nil {
+		return nil, err
+	}
+	tc[key] = built
+	return built, nil
+}
+
+// RunOnce runs sc once with seed and checks it.
+func RunOnce(sc *Scenario, seed int64) *Run {
+	return runOnce(sc, seed, toolCache{})
+}
+
+func runOnce(sc *Scenario, seed int64, cache toolCache) *Run {
+	r := &run{sc: sc, sched: newSched(seed), out: &Run{Seed: seed}, tools: map[string]*Tool{}}
+	r.edges = newEdges(r)
+	agent := &runtime.Agent{Name: sc.Name, Instructions: sc.Agent.Instructions}
+	for i := range sc.Agent.Tools {
+		t := &sc.Agent.Tools[i]
+		built, err := cache.get(*t)
+		if err != nil {
+			r.violate("tool %s: %v", t.Name, err)
+			return r.out
+		}
+		agent.Tools = append(agent.Tools, built)
+		r.tools[t.Name] = t
+	}
+	core, err := runtime.NewCore(agent, r.edges,
+		func(in runtime.Input) { r.sched.at(r.sched.now, srcTimer, func() { r.handle(in) }) },
+		func(e events.Event) { r.out.Events = append(r.out.Events, e) },
+		runtime.WithID("sim"), runtime.WithClock(r.sched),
+		runtime.WithEndpointing(sc.VAD.Endpointing), runtime.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		r.violate("core: %v", err)
+		return r.out
+	}
+	r.core = core
+	core.Start()
+	r.schedule()
+	r.loop()
+	r.check()
+	return r.out
+}
+
+func (r *run) toolSpec(name string) *Tool { return r.tools[name] }
+
+func (r *run) violate(format string, args ...any) {
+	r.out.Violations = append(r.out.Violations, fmt.Sprintf(format, args...))
+}
+
+// handle hands one input to the core and checks what must hold after
+// every step.
+func (r *run) handle(in runtime.Input) {
+	n := len(r.out.Events)
+	r.core.Handle(in)
+	for _, e := range r.out.Events[n:] {
+		if e.Kind == events.TurnInterrupted {
+			r.cut = append(r.cut, e.Epoch)
+		}
+	}
+	for _, ep := range r.cut {
+		if r.edges.player.playingAfter(r.sched.now, ep) {
+			r.violate("at %v audio of interrupted turn %d is still queued to play (no flush)", r.sched.now, ep)
+		}
+	}
+	r.cut = r.cut[:0]
+}
+
+// schedule puts the caller's timeline and the faults on the clock.
+func (r *run) schedule() {
+	for _, u := range r.sc.User {
+		switch {
+		case u.Inject != "":
+			text := u.Inject
+			r.sched.at(u.At, srcUser, func() { r.handle(runtime.UserText{Text: text}) })
+		default:
+			text := u.Say + u.Backchannel
+			speech := speechLength(u)
+			if speech > r.sc.VAD.Onset {
+				r.sched.at(u.At+r.sc.VAD.Onset, srcUser, func() { r.handle(runtime.UserSpeechStarted{}) })
+				r.sched.at(u.At+speech, srcUser, func() { r.handle(runtime.UserSpeechStopped{}) })
+			}
+			r.sched.at(u.At+speech+r.sc.STT.Latency, srcUser, func() {
+				r.handle(runtime.UserTranscript{Text: text, Final: true})
+			})
+		}
+	}
+	for _, f := range r.sc.Faults {
+		kind := f.Kind
+		r.sched.at(f.At, srcFault, func() { r.edges.fault(kind) })
+	}
+}
+
+// speechLength is how long a spoken action lasts.
+func speechLength(u UserAction) time.Duration {
+	if u.Duration > 0 {
+		return u.Duration
+	}
+	words := len(strings.FieldsFunc(u.Say+u.Backchannel, unicode.IsSpace))
+	return time.Duration(float64(words) / userWordsPerSecond * float64(time.Second))
+}
+
+// loop runs the clock until nothing is left to do or the timeout.
+func (r *run) loop() {
+	for {
+		next, ok := r.sched.next()
+		if !ok || next > r.sc.Timeout {
+			break
+		}
+		r.steps++
+		if r.steps > maxSteps {
+			r.violate("hang: more than %d steps by %v; the core keeps making work without time passing", maxSteps, r.sched.now)
+			return
+		}
+		r.sched.step()
+	}
+	r.out.End = r.sched.now
+	if r.core.Idle() {
+		return
+	}
+	if _, pending := r.sched.next(); pending {
+		r.violate("hang: at the %v timeout the session still had work in flight (%s)", r.sc.Timeout, r.describeBusy())
+	} else {
+		r.violate("hang: nothing is left to happen but the session is not idle (%s)", r.describeBusy())
+	}
+}
+
+func (r *run) describeBusy() string {
+	var parts []string
+	for _, c := range r.core.Calls() {
+		if !c.State.Terminal() {
+			parts = append(parts, fmt.Sprintf("call %s (%s) %s", c.ID, c.Tool, c.State))
+		}
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "a turn or an answer still pending")
+	}
+	return strings.Join(parts, "; ")
+}

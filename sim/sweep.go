@@ -1,0 +1,88 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+)
+
+// Options says how to run a scenario file.
+type Options struct {
+	// Sweep is the number of runs. With a `sweep` in the file, the swept
+	// parameter takes Sweep values evenly spaced from `from` to `to`;
+	// without one, the runs differ only by seed. 0 means one run of the
+	// file as written.
+	Sweep int
+	// Seed, when set, replaces the file's seed. Run i uses seed+i.
+	Seed *int64
+	// Set fixes parameters before the runs (for replaying a failing run:
+	// its seed and swept value).
+	Set map[string]time.Duration
+}
+
+// Result is every run of one scenario file.
+type Result struct {
+	File     string `json:"file"`
+	Name     string `json:"name"`
+	Runs     int    `json:"runs"`
+	Failures []*Run `json:"failures,omitempty"`
+	// Err is set when the scenario could not be run at all.
+	Err string `json:"error,omitempty"`
+}
+
+// OK reports whether every run passed.
+func (r *Result) OK() bool { return r.Err == "" && len(r.Failures) == 0 }
+
+// RunScenario runs sc as opts says and collects the failing runs.
+func RunScenario(sc *Scenario, opts Options) *Result {
+	res := &Result{File: sc.File, Name: sc.Name}
+	base := sc.Clone()
+	for param, v := range opts.Set {
+		if err := base.Set(param, v); err != nil {
+			res.Err = fmt.Sprintf("--set %s: %v", param, err)
+			return res
+		}
+	}
+	seed := base.Seed
+	if opts.Seed != nil {
+		seed = *opts.Seed
+	}
+	n := max(opts.Sweep, 1)
+	sweep := base.Sweep
+	if _, fixed := opts.Set[paramOf(sweep)]; fixed || opts.Sweep == 0 {
+		sweep = nil
+	}
+	cache := toolCache{}
+	sc = base
+	for i := range n {
+		var value time.Duration
+		if sweep != nil {
+			value = sweep.From
+			if n > 1 {
+				value += time.Duration(int64(sweep.To-sweep.From) * int64(i) / int64(n-1))
+			}
+			sc = base.Clone()
+			if err := sc.Set(sweep.Param, value); err != nil {
+				res.Err = fmt.Sprintf("sweep %s: %v", sweep.Param, err)
+				return res
+			}
+		}
+		run := runOnce(sc, seed+int64(i), cache)
+		res.Runs++
+		if sweep != nil {
+			run.Param, run.Value = sweep.Param, value
+		}
+		if !run.OK() {
+			res.Failures = append(res.Failures, run)
+		} else {
+			run.Events = nil
+		}
+	}
+	return res
+}
+
+func paramOf(s *Sweep) string {
+	if s == nil {
+		return ""
+	}
+	return s.Param
+}
