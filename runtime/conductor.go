@@ -71,7 +71,11 @@ type turnState struct {
 	planned strings.Builder
 	words   []tts.WordTiming
 
-	modelDone   bool
+	modelDone bool
+	// synthDone: all of the turn's audio is queued. A follow-up waits for
+	// it, because the output plays audio in the order it was queued: a
+	// follow-up's words must not land between the preamble's phrases.
+	synthDone   bool
 	playoutDone bool
 	interrupted bool
 	// superseded: newer user input came after this turn began, so its tool
@@ -171,8 +175,11 @@ func (c *conductor) handle(in Input) {
 			t.words = append(t.words, in.Words...)
 		}
 	case SpeechDone:
-		if in.Err != nil && c.liveTurn(in.Epoch) != nil {
-			c.emit(events.Event{Kind: events.ProviderError, Epoch: in.Epoch, Provider: "tts", Error: in.Err.Error()})
+		if t := c.liveTurn(in.Epoch); t != nil {
+			t.synthDone = true
+			if in.Err != nil {
+				c.emit(events.Event{Kind: events.ProviderError, Epoch: in.Epoch, Provider: "tts", Error: in.Err.Error()})
+			}
 		}
 	case PlayoutFinished:
 		c.onPlayoutFinished(in.Epoch)
@@ -741,7 +748,7 @@ func (c *conductor) maybeSettle(t *turnState) {
 // readyForFollowUp reports whether t's results are all in (detached calls
 // aside) and t may now ask the model about them.
 func (c *conductor) readyForFollowUp(t *turnState) bool {
-	if !t.awaitsFollowUp() || !t.modelDone || len(t.calls) == 0 {
+	if !t.awaitsFollowUp() || !t.modelDone || !(t.synthDone || t.playoutDone) || len(t.calls) == 0 {
 		return false
 	}
 	for _, cs := range t.calls {
