@@ -42,6 +42,9 @@ type conductor struct {
 	inflight int
 	// unseen holds committed results no model request has shown yet.
 	unseen []*callState
+	// pendingFollowUps holds turns with calls whose follow-up has not gone
+	// out; a turn may settle (audio done, calls in) before it does.
+	pendingFollowUps []*turnState
 
 	userSpeaking  bool
 	userFinals    []string
@@ -477,6 +480,9 @@ func (c *conductor) onModelDone(d ModelDone) {
 	for _, call := range d.Calls {
 		c.requestCall(t, call)
 	}
+	if len(t.calls) > 0 {
+		c.pendingFollowUps = append(c.pendingFollowUps, t)
+	}
 	if t.playoutDone {
 		c.settleAssistant(t, c.allWords(t), false)
 		c.startDeferred(t)
@@ -787,14 +793,19 @@ func (c *conductor) checkFloor() {
 	if c.userBusy() || c.transportDown {
 		return
 	}
-	// A turn may have settled already (its audio done, its calls in): its
-	// follow-up is found through its unseen results.
-	for i := 0; i < len(c.unseen); i++ {
-		if t := c.unseen[i].turn; c.readyForFollowUp(t) {
+	keep := c.pendingFollowUps[:0]
+	for _, t := range c.pendingFollowUps {
+		switch {
+		case !t.awaitsFollowUp():
+		case c.readyForFollowUp(t):
 			t.followUp = true
 			c.startTurn("tool_result", "")
+		default:
+			keep = append(keep, t)
 		}
 	}
+	clear(c.pendingFollowUps[len(keep):])
+	c.pendingFollowUps = keep
 	if c.speaking() {
 		return
 	}

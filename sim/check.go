@@ -211,6 +211,16 @@ func (r *run) checkStall(byID map[string]tools.Call) {
 			r.violate("stall: the caller finished %q (turn complete at %v) but the turn did not end within %v", text, ready, limit)
 		}
 	}
+	// A result is ready for the model once its turn's other calls are in
+	// too (a detached call waits for nobody and nobody waits for it).
+	turnDone := map[uint64]time.Duration{}
+	for _, e := range r.out.Events {
+		if e.Kind == events.ToolCommitted {
+			if byID[e.CallID].Policy != tools.Detach {
+				turnDone[byID[e.CallID].Epoch] = max(turnDone[byID[e.CallID].Epoch], e.At)
+			}
+		}
+	}
 	busy := r.busyIntervals()
 	for _, e := range r.out.Events {
 		if e.Kind != events.ToolCommitted {
@@ -220,7 +230,11 @@ func (r *run) checkStall(byID map[string]tools.Call) {
 		if c.State == tools.StateCancelled {
 			continue
 		}
-		free := freeAfter(e.At, busy)
+		ready := e.At
+		if c.Policy != tools.Detach {
+			ready = turnDone[c.Epoch]
+		}
+		free := freeAfter(ready, busy)
 		if free > r.out.End {
 			continue // the floor never came free: the hang check speaks for it
 		}
@@ -228,8 +242,8 @@ func (r *run) checkStall(byID map[string]tools.Call) {
 			return it.Kind == llm.KindToolResult && it.CallID == c.ID && it.Output == c.Output
 		})
 		if !ok || at > free+limit {
-			r.violate("stall: the result of call %s (%s) was committed at %v and the floor was free at %v, but no request carried it within %v",
-				c.ID, c.Tool, e.At, free, limit)
+			r.violate("stall: the result of call %s (%s) was ready at %v and the floor was free at %v, but no request carried it within %v",
+				c.ID, c.Tool, ready, free, limit)
 		}
 	}
 }

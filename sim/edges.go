@@ -459,7 +459,7 @@ func (p *player) heard(now time.Duration, epoch uint64) string {
 // now.
 func (p *player) playingAfter(now time.Duration, epoch uint64) bool {
 	for _, s := range p.segs[epoch] {
-		if s.start+s.dur > now {
+		if s.dur > 0 && s.start+s.dur > now {
 			return true
 		}
 	}

@@ -98,5 +98,6 @@ func (j *MemoryJournal) Outcome(session, callID string) (Record, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	r, ok := j.outcomes[session+"\x00"+callID]
+	r.Args = slices.Clone(r.Args)
 	return r, ok
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // Outcome is how a call ended.
@@ -75,7 +76,7 @@ func (l *Ledger) Request(id, tool string, args json.RawMessage, effect Effect, p
 		return nil, fmt.Errorf("tools: ledger: call id %q already recorded", id)
 	}
 	c := &Call{
-		ID: id, Tool: tool, Args: args, Effect: effect, Policy: policy, Epoch: epoch,
+		ID: id, Tool: tool, Args: slices.Clone(args), Effect: effect, Policy: policy, Epoch: epoch,
 		Key:   IdempotencyKey(l.session, tool, args),
 		State: StateRequested,
 	}
@@ -103,6 +104,7 @@ func (l *Ledger) Calls() []Call {
 	out := make([]Call, len(l.order))
 	for i, c := range l.order {
 		out[i] = *c
+		out[i].Args = slices.Clone(c.Args)
 		if c.Late != nil {
 			late := *c.Late
 			out[i].Late = &late
@@ -349,14 +351,60 @@ func writeCanonical(buf *bytes.Buffer, v any) {
 		}
 		buf.WriteByte(']')
 	case json.Number:
-		// 2, 2.0 and 2e0 are one number to a booking system.
-		if f, err := v.Float64(); err == nil {
-			buf.WriteString(strconv.FormatFloat(f, 'g', -1, 64))
-			return
-		}
-		buf.WriteString(v.String())
+		buf.WriteString(canonicalNumber(v.String()))
 	default:
 		b, _ := json.Marshal(v)
 		buf.Write(b)
 	}
+}
+
+// canonicalNumber writes a JSON number literal in one form per value, exactly:
+// 2, 2.0 and 2e0 are one number to a booking system, and an order number
+// beyond float64's 53 bits must stay itself. Integers up to 21 digits are
+// written out, as are decimals with fewer than 7 leading zeros; other values
+// take the exponent form d.ddde±N.
+func canonicalNumber(lit string) string {
+	s, neg := strings.CutPrefix(lit, "-")
+	mant, expText, hasExp := strings.Cut(strings.ToLower(s), "e")
+	exp := 0
+	if hasExp {
+		e, err := strconv.Atoi(expText)
+		if err != nil || e > 1e6 || e < -1e6 {
+			return lit
+		}
+		exp = e
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(intPart+frac, "0")
+	exp -= len(frac)
+	if digits == "" {
+		return "0"
+	}
+	trimmed := strings.TrimRight(digits, "0")
+	exp += len(digits) - len(trimmed)
+	digits = trimmed
+	var out string
+	switch point := len(digits) + exp; {
+	case exp >= 0 && point <= 21:
+		out = digits + strings.Repeat("0", exp)
+	case exp < 0 && point > 0:
+		out = digits[:point] + "." + digits[point:]
+	case exp < 0 && point > -6:
+		out = "0." + strings.Repeat("0", -point) + digits
+	default:
+		out = digits[:1]
+		if len(digits) > 1 {
+			out += "." + digits[1:]
+		}
+		e := point - 1
+		if e >= 0 {
+			out += "e+" + strconv.Itoa(e)
+		} else {
+			out += "e-" + strconv.Itoa(-e)
+		}
+	}
+	if neg {
+		out = "-" + out
+	}
+	return out
 }
