@@ -24,11 +24,12 @@ deps:
 vet:
 	$(GO) vet ./...
 
-test: deps vet
+test: deps vet build
 	$(GO) test -race -count=1 ./...
+	./$(BIN) simulate examples/scenarios --sweep 2000
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./media/ ./runtime/ ./vad/
+	$(GO) test -run '^$$' -bench . -benchmem ./media/ ./runtime/ ./vad/ ./tools/ ./sim/
 
 clean:
 	rm -rf bin

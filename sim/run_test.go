@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -312,3 +313,26 @@ user:
   - {at: 3.5s, say: "Yes please, book it."}
   - {at: 9s, say: "No thanks."}
 `
+
+// The scenario in the README's simulator section runs and passes, swept,
+// tried as a new user would: copied from the README as is.
+func TestReadmeScenarioTriedAsANewUserWould(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "```yaml\n")
+	if !ok {
+		t.Fatal("the README has no yaml block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	sc, err := Parse("README.md", []byte(block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := RunScenario(sc, Options{Sweep: 200})
+	if !res.OK() {
+		t.Fatalf("%d of %d runs failed; first: seed %d %s=%v %v", len(res.Failures), res.Runs,
+			res.Failures[0].Seed, res.Failures[0].Param, res.Failures[0].Value, res.Failures[0].Violations)
+	}
+}

@@ -304,7 +304,7 @@ func IdempotencyKey(session, tool string, args json.RawMessage) string {
 }
 
 // Canonical returns args in a canonical JSON form: object keys sorted, no
-// insignificant space, numbers as written. Empty args are the empty object;
+// insignificant space, each number in one exact form (see canonicalNumber). Empty args are the empty object;
 // args that are not valid JSON are returned compacted as far as possible, so
 // that identical garbage still gets identical keys.
 func Canonical(args json.RawMessage) []byte {
@@ -314,7 +314,7 @@ func Canonical(args json.RawMessage) []byte {
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.UseNumber()
 	var v any
-	if err := dec.Decode(&v); err != nil {
+	if err := dec.Decode(&v); err != nil || dec.More() {
 		return bytes.TrimSpace(args)
 	}
 	var buf bytes.Buffer
