@@ -363,6 +363,11 @@ func (c *conductor) preempt(reason string) {
 		}
 		c.applyPolicies(t)
 	}
+	// A turn can settle (audio done, calls in) before its follow-up goes
+	// out; it is no longer in c.turns, but the new input supersedes it too.
+	for _, t := range c.pendingFollowUps {
+		t.superseded = true
+	}
 	if cut {
 		c.edges.FlushOutput(c.epoch)
 	}
@@ -752,17 +757,21 @@ func (c *conductor) maybeSettle(t *turnState) {
 }
 
 // readyForFollowUp reports whether t's results are all in (detached calls
-// aside) and t may now ask the model about them.
+// aside), at least one is news to the model, and t may now ask about them.
 func (c *conductor) readyForFollowUp(t *turnState) bool {
 	if !t.awaitsFollowUp() || !t.modelDone || !(t.synthDone || t.playoutDone) || len(t.calls) == 0 {
 		return false
 	}
+	news := false
 	for _, cs := range t.calls {
 		if !cs.answered() && !cs.detached() {
 			return false
 		}
+		news = news || cs.answered() && !cs.seen
 	}
-	return true
+	// A turn whose calls are all detached has nothing to tell the model
+	// until one of them lands.
+	return news
 }
 
 // owedResult reports whether a committed result still needs a request of

@@ -178,8 +178,9 @@ func TestCancelToolStops(t *testing.T) {
 	})
 }
 
-// A detached call does not hold its turn: the follow-up goes out at once,
-// and the result gets an inference of its own when it lands.
+// A detached call does not hold its turn: the turn settles at once, the
+// agent stays free to talk, and the result gets an inference of its own
+// when it lands.
 func TestDetachedCallGetsItsOwnInference(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		report := tools.MustNew("build_report", "Build a report.", func(ctx context.Context, _ struct{}) (string, error) {
@@ -189,29 +190,36 @@ func TestDetachedCallGetsItsOwnInference(t *testing.T) {
 		h := start(t, setup{
 			tools: []*tools.Tool{report},
 			responses: []scripted.Response{
-				{Text: "Starting it.", ToolCalls: []scripted.Call{{ID: "r1", Name: "build_report"}}},
-				{Text: "It is running; I will tell you."},
+				{Text: "Starting it now.", ToolCalls: []scripted.Call{{ID: "r1", Name: "build_report"}}},
+				{Text: "It is still running."},
 				{Text: "Your report is ready."},
 			},
 		})
 		if err := h.s.Inject(context.Background(), "Build my report."); err != nil {
 			t.Fatal(err)
 		}
-		h.waitFor(events.PlayoutDone, func(e events.Event) bool { return strings.Contains(e.Text, "running") }, 4*time.Second)
+		settled := h.waitFor(events.TurnSettled, nil, 4*time.Second)
 		if _, ok := h.find(events.ToolTerminal, nil); ok {
-			t.Fatal("the detached call finished before the follow-up; the test proves nothing")
+			t.Fatal("the detached call finished before its turn settled; the test proves nothing")
 		}
+		if err := h.s.Inject(context.Background(), "How is it going?"); err != nil {
+			t.Fatal(err)
+		}
+		h.waitFor(events.PlayoutDone, func(e events.Event) bool { return strings.Contains(e.Text, "still") }, 4*time.Second)
 		reqs := h.model.Requests()
 		if res, ok := resultOf(reqs[1].Context, "r1"); !ok || !strings.Contains(res.Output, "background") {
-			t.Errorf("the follow-up shows r1 as %+v; want a provisional 'running in the background'", res)
+			t.Errorf("the second request shows r1 as %+v; want a provisional 'running in the background'", res)
 		}
-		h.waitFor(events.PlayoutDone, func(e events.Event) bool { return strings.Contains(e.Text, "ready") }, 10*time.Second)
+		h.waitFor(events.PlayoutDone, func(e events.Event) bool { return strings.Contains(e.Text, "ready.") }, 10*time.Second)
 		reqs = h.model.Requests()
 		if len(reqs) != 3 {
 			t.Fatalf("%d requests; want 3", len(reqs))
 		}
 		if res, _ := resultOf(reqs[2].Context, "r1"); res.Output != "report ready: 42 pages" {
 			t.Errorf("the last request shows r1 as %q; want the real result", res.Output)
+		}
+		if sent := h.all(events.InferenceSent); sent[2].Reason != "tool_result" || sent[2].Time.Before(settled.Time) {
+			t.Errorf("the third request went out for %q; want tool_result", sent[2].Reason)
 		}
 	})
 }
