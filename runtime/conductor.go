@@ -634,10 +634,27 @@ func (c *conductor) onToolOutcome(o ToolOutcome) {
 		if c.ledger.Finish(cs.id(), out); cs.rec.Late != before {
 			c.emit(events.Event{Kind: events.ToolLateOutcome, Epoch: cs.turn.epoch, CallID: cs.id(), Tool: cs.rec.Tool,
 				State: string(out.State), Text: out.Output})
+			c.amend(cs, out)
 		}
 		return
 	}
 	c.finishCall(cs, out, reason)
+}
+
+// amend tells the model what a call abandoned at its deadline really did:
+// its one result is updated in place and is owed an answer again, because
+// a caller told "it timed out" while their card was charged has been told
+// something false.
+func (c *conductor) amend(cs *callState, late tools.Outcome) {
+	if !cs.answered() {
+		return
+	}
+	note := fmt.Sprintf("%s\nupdate: the call finished after its deadline after all: %s: %s", cs.rec.Output, late.State, late.Output)
+	c.ledger.Amend(cs.id(), note)
+	cs.seen, cs.moot = false, false
+	c.unseen = append(c.unseen, cs)
+	c.emit(events.Event{Kind: events.ToolCommitted, Epoch: cs.turn.epoch, CallID: cs.id(), Tool: cs.rec.Tool,
+		State: string(cs.rec.State), Reason: "late_outcome"})
 }
 
 func (c *conductor) onReconciled(r ReconcileOutcome) {
@@ -863,6 +880,16 @@ const (
 	provisionalDetached = `{"status":"running in the background","note":"the result will follow when it is ready; do not call it again"}`
 	provisionalDeferred = `{"status":"waiting to start","note":"it starts once your reply has been spoken"}`
 )
+
+// IsProvisional reports whether a tool result's output is one the core
+// shows for a call still in flight, rather than the call's own result.
+func IsProvisional(output string) bool {
+	switch output {
+	case provisionalRunning, provisionalDetached, provisionalDeferred:
+		return true
+	}
+	return false
+}
 
 // buildRequest renders the context for the model and records what the
 // model has now been shown.

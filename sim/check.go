@@ -9,6 +9,7 @@ import (
 
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/llm"
+	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/tools"
 )
 
@@ -126,7 +127,7 @@ func (r *run) checkPlayout() {
 // it was committed, and no request goes out with nothing new in it (one
 // inference per result, not two).
 func (r *run) checkInferences(byID map[string]tools.Call) {
-	shown := map[string]bool{}
+	shown := map[[2]string]bool{} // call id, output
 	users := 0
 	for i, req := range r.edges.requests {
 		n, fresh := 0, false
@@ -134,11 +135,10 @@ func (r *run) checkInferences(byID map[string]tools.Call) {
 			switch {
 			case it.Kind == llm.KindMessage && it.Role == llm.RoleUser:
 				n++
-			case it.Kind == llm.KindToolResult && isReal(it, byID):
-				if !shown[it.CallID] {
-					fresh = true
-				}
-				shown[it.CallID] = true
+			case it.Kind == llm.KindToolResult && !runtime.IsProvisional(it.Output):
+				k := [2]string{it.CallID, it.Output}
+				fresh = fresh || !shown[k]
+				shown[k] = true
 			}
 		}
 		if i > 0 && n <= users && !fresh {
@@ -150,15 +150,10 @@ func (r *run) checkInferences(byID map[string]tools.Call) {
 		if !c.Committed || c.State == tools.StateCancelled || c.Epoch == 0 {
 			continue
 		}
-		if !shown[c.ID] {
+		if !shown[[2]string{c.ID, c.Output}] {
 			r.violate("the result of call %s (%s, %s) never reached the model", c.ID, c.Tool, c.State)
 		}
 	}
-}
-
-func isReal(it llm.Item, byID map[string]tools.Call) bool {
-	c, ok := byID[it.CallID]
-	return ok && c.Committed && it.Output == c.Output
 }
 
 // checkStall: whenever the runtime has what it needs to act (injected
@@ -221,9 +216,17 @@ func (r *run) checkStall(byID map[string]tools.Call) {
 			}
 		}
 	}
+	lastCommit := map[string]uint64{}
+	for _, e := range r.out.Events {
+		if e.Kind == events.ToolCommitted {
+			lastCommit[e.CallID] = e.Seq
+		}
+	}
 	busy := r.busyIntervals()
 	for _, e := range r.out.Events {
-		if e.Kind != events.ToolCommitted {
+		// A result amended by a late outcome is judged from its last
+		// commit: what the model must finally hear.
+		if e.Kind != events.ToolCommitted || lastCommit[e.CallID] != e.Seq {
 			continue
 		}
 		c := byID[e.CallID]
@@ -231,7 +234,7 @@ func (r *run) checkStall(byID map[string]tools.Call) {
 			continue
 		}
 		ready := e.At
-		if c.Policy != tools.Detach {
+		if c.Policy != tools.Detach && e.Reason == "" {
 			ready = turnDone[c.Epoch]
 		}
 		free := freeAfter(ready, busy)

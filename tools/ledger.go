@@ -182,6 +182,14 @@ func (l *Ledger) Reuse(id string, from *Call) bool {
 	return true
 }
 
+// Amend replaces the output of an ended call: the model is to be told
+// something it was not (a late outcome). The state stands.
+func (l *Ledger) Amend(id, output string) {
+	if c := l.calls[id]; c != nil && c.State.Terminal() {
+		c.Output = output
+	}
+}
+
 // Commit records that the call's result entered the chat context.
 func (l *Ledger) Commit(id string) {
 	if c := l.calls[id]; c != nil && c.State.Terminal() {
