@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	goruntime "runtime"
 	"sync/atomic"
-	"log/slog"
 	"testing"
 	"time"
 

@@ -422,7 +422,10 @@ func (p *player) flush(now time.Duration, epoch uint64) []uint64 {
 			if s.flushed || s.start+s.dur <= now {
 				continue
 			}
-			s.dur = min(max(now-s.start, 0), s.dur)
+			// Audio not yet started no longer holds its slot: the output is
+			// free from now.
+			s.start = min(s.start, now)
+			s.dur = min(now-s.start, s.dur)
 			s.flushed = true
 			touched = true
 		}
