@@ -36,17 +36,60 @@ func (wallClock) AfterFunc(d time.Duration, f func()) Timer {
 
 // VirtualClock is a deterministic discrete-event clock. Time moves only when
 // its driver calls Advance or RunNext; due callbacks run on the driver's
-// goroutine in time order, ties in scheduling order.
+// goroutine in time order. Callbacks due at one instant run in scheduling
+// order, unless the clock has a tie seed (WithTieSeed): then callbacks from
+// one source (AfterFuncFrom) keep their order, as one goroutine's posts reach
+// a mailbox in order, while different sources are ordered by a rank drawn
+// from the seed, as racing goroutines would be. A sweep of seeds thus tries
+// the arrival orders production shows only once in a while.
 type VirtualClock struct {
-	mu    sync.Mutex
-	now   time.Time
-	seq   uint64
-	queue timerHeap
+	mu     sync.Mutex
+	now    time.Time
+	seq    uint64
+	queue  timerHeap
+	seed   uint64
+	seeded bool
+	ranks  map[uint64]uint64
+}
+
+// VirtualClockOption configures a VirtualClock.
+type VirtualClockOption func(*VirtualClock)
+
+// WithTieSeed orders callbacks of different sources due at one instant by
+// ranks drawn from seed.
+func WithTieSeed(seed int64) VirtualClockOption {
+	return func(v *VirtualClock) { v.seed, v.seeded = uint64(seed), true }
 }
 
 // NewVirtualClock returns a clock reading start.
-func NewVirtualClock(start time.Time) *VirtualClock {
-	return &VirtualClock{now: start}
+func NewVirtualClock(start time.Time, opts ...VirtualClockOption) *VirtualClock {
+	v := &VirtualClock{now: start, ranks: map[uint64]uint64{}}
+	for _, o := range opts {
+		o(v)
+	}
+	return v
+}
+
+// rank is source's place among sources at one instant, fixed for the
+// clock's life; without a tie seed every source ranks the same.
+func (v *VirtualClock) rank(source uint64) uint64 {
+	if !v.seeded {
+		return 0
+	}
+	r, ok := v.ranks[source]
+	if !ok {
+		r = splitmix(v.seed ^ splitmix(source))
+		v.ranks[source] = r
+	}
+	return r
+}
+
+// splitmix is the SplitMix64 finaliser: a cheap, well-spread hash.
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
 }
 
 // Now returns the virtual time.
@@ -56,15 +99,21 @@ func (v *VirtualClock) Now() time.Time {
 	return v.now
 }
 
-// AfterFunc schedules f at Now()+d.
+// AfterFunc schedules f at Now()+d, as source 0.
 func (v *VirtualClock) AfterFunc(d time.Duration, f func()) Timer {
+	return v.AfterFuncFrom(d, 0, f)
+}
+
+// AfterFuncFrom schedules f at Now()+d on behalf of source (see
+// VirtualClock for how sources order callbacks due at one instant).
+func (v *VirtualClock) AfterFuncFrom(d time.Duration, source uint64, f func()) Timer {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if d < 0 {
 		d = 0
 	}
 	v.seq++
-	t := &virtualTimer{clock: v, when: v.now.Add(d), seq: v.seq, f: f, index: -1}
+	t := &virtualTimer{clock: v, when: v.now.Add(d), rank: v.rank(source), seq: v.seq, f: f, index: -1}
 	heap.Push(&v.queue, t)
 	return t
 }
@@ -119,6 +168,7 @@ func (v *VirtualClock) Advance(d time.Duration) {
 type virtualTimer struct {
 	clock *VirtualClock
 	when  time.Time
+	rank  uint64
 	seq   uint64
 	f     func()
 	index int
@@ -139,6 +189,9 @@ type timerHeap []*virtualTimer
 func (h timerHeap) Len() int { return len(h) }
 func (h timerHeap) Less(i, j int) bool {
 	if h[i].when.Equal(h[j].when) {
+		if h[i].rank != h[j].rank {
+			return h[i].rank < h[j].rank
+		}
 		return h[i].seq < h[j].seq
 	}
 	return h[i].when.Before(h[j].when)

@@ -117,9 +117,8 @@ type callState struct {
 	// or cancelled); the newer input is being answered and the result
 	// rides along with it rather than getting an answer of its own.
 	moot bool
-	// waitsOn is the running call with the same idempotency key whose
-	// outcome this one will be given.
-	waitsOn *callState
+	// joiners are calls with the same idempotency key waiting for this
+	// running call's outcome.
 	joiners []*callState
 	// reconciling: the Reconciler is finding out what an earlier call with
 	// this key did.
@@ -137,8 +136,6 @@ func (cs *callState) answered() bool { return cs.rec.Committed }
 // owed reports whether the model must be given this result in a request of
 // its own.
 func (cs *callState) owed() bool { return !cs.moot }
-
-func (c *conductor) now() time.Duration { return c.clock.Now().Sub(c.start) }
 
 func (c *conductor) emit(e events.Event) {
 	c.seq++
@@ -570,7 +567,6 @@ func (c *conductor) dispatch(cs *callState) {
 		case tools.Join:
 			p := c.calls[prior.ID]
 			c.emit(events.Event{Kind: events.ToolDeduped, Epoch: cs.turn.epoch, CallID: cs.id(), Tool: cs.rec.Tool, Reason: "join", Text: prior.ID})
-			cs.waitsOn = p
 			p.joiners = append(p.joiners, cs)
 			return
 		case tools.Reconcile:
@@ -715,7 +711,6 @@ func (c *conductor) releaseJoiners(cs *callState) {
 	joiners := cs.joiners
 	cs.joiners = nil
 	for _, j := range joiners {
-		j.waitsOn = nil
 		if j.rec.State.Terminal() {
 			continue
 		}

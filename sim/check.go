@@ -32,7 +32,7 @@ func (r *run) check() {
 		r.checkAnswered(fmt.Sprintf("request %d (at %v)", i+1, req.at), req.items)
 	}
 	r.checkPlayout()
-	r.checkInferences(byID)
+	r.checkInferences()
 	r.checkStall(byID)
 	r.checkExpect()
 }
@@ -113,7 +113,7 @@ func (r *run) checkPlayout() {
 		}
 	})
 	for _, ep := range epochs {
-		if h := r.edges.player.heard(r.sched.now, ep); h != "" {
+		if h := r.edges.player.heard(r.sched.now(), ep); h != "" {
 			heard = append(heard, h)
 		}
 	}
@@ -126,7 +126,7 @@ func (r *run) checkPlayout() {
 // ended by the interruption itself) reaches the model in some request after
 // it was committed, and no request goes out with nothing new in it (one
 // inference per result, not two).
-func (r *run) checkInferences(byID map[string]tools.Call) {
+func (r *run) checkInferences() {
 	shown := map[[2]string]bool{} // call id, output
 	users := 0
 	for i, req := range r.edges.requests {

@@ -53,22 +53,20 @@ type generation struct {
 	cancelled bool
 	modelDone bool // ModelDone delivered
 	synthDone bool // SpeechDone delivered
-	reply     *item
-	phrases   []*item
+	reply     runtime.Timer
+	phrases   []runtime.Timer
 	ended     time.Duration // when the floor was released: -1 while holding
 }
 
 type toolRun struct {
-	call      string
-	key       string
-	tool      *tools.Tool
-	spec      *Tool
-	started   time.Duration
-	finished  bool
-	state     tools.State
-	outcome   *item
-	cancelled bool
-	dedupe    bool
+	call     string
+	key      string
+	tool     *tools.Tool
+	spec     *Tool
+	finished bool
+	state    tools.State
+	outcome  runtime.Timer
+	dedupe   bool
 }
 
 func newEdges(r *run) *edges {
@@ -78,19 +76,14 @@ func newEdges(r *run) *edges {
 		toolRuns: map[string]int{},
 		runs:     map[string]*toolRun{},
 		byKey:    map[string][]*toolRun{},
-		player:   player{segs: map[uint64][]segment{}, endMark: map[uint64]*item{}},
+		player:   player{segs: map[uint64][]segment{}, endMark: map[uint64]runtime.Timer{}},
 	}
-}
-
-// deliver schedules an input for the core.
-func (e *edges) deliver(when time.Duration, source uint64, in runtime.Input) *item {
-	return e.r.sched.at(when, source, func() { e.r.handle(in) })
 }
 
 // StartGeneration answers with the next scripted model response after its
 // TTFB, then speaks its text phrase by phrase.
 func (e *edges) StartGeneration(epoch uint64, req llm.Request) {
-	now := e.r.sched.now
+	now := e.r.sched.now()
 	e.requests = append(e.requests, request{at: now, epoch: epoch, items: req.Context.Items})
 	g := &generation{epoch: epoch, started: now, ended: -1}
 	e.gens[epoch] = g
@@ -145,7 +138,7 @@ func (e *edges) speak(g *generation, text string) {
 		phrases = append(phrases, rest)
 	}
 	src := srcGeneration + g.epoch
-	at := e.r.sched.now
+	at := e.r.sched.now()
 	if e.ttsArmed && len(phrases) > 0 {
 		e.ttsArmed = false
 		g.phrases = append(g.phrases, e.r.sched.at(at+e.r.sc.TTS.TTFB, src, func() { e.failSynth(g) }))
@@ -166,7 +159,7 @@ func (e *edges) speak(g *generation, text string) {
 				timings[j] = tts.WordTiming{Word: w, Start: offset + dur*time.Duration(j)/time.Duration(len(words)),
 					End: offset + dur*time.Duration(j+1)/time.Duration(len(words))}
 			}
-			e.player.enqueue(e.r.sched.now, g.epoch, dur, timings)
+			e.player.enqueue(e.r.sched.now(), g.epoch, dur, timings)
 			e.r.handle(runtime.SpeechWords{Epoch: g.epoch, Words: timings})
 			if last {
 				e.endSynth(g, nil)
@@ -193,13 +186,13 @@ func (e *edges) failSynth(g *generation) {
 func (e *edges) endSynth(g *generation, err error) {
 	g.synthDone = true
 	e.r.handle(runtime.SpeechDone{Epoch: g.epoch, Err: err})
-	end := e.player.end(e.r.sched.now, g.epoch)
+	end := e.player.end(e.r.sched.now(), g.epoch)
 	e.player.endMark[g.epoch] = e.r.sched.at(end, srcPlayer, func() {
 		if g.cancelled {
 			return
 		}
 		delete(e.player.endMark, g.epoch)
-		g.ended = e.r.sched.now
+		g.ended = e.r.sched.now()
 		e.r.handle(runtime.PlayoutFinished{Epoch: g.epoch})
 	})
 }
@@ -248,7 +241,7 @@ func (e *edges) CancelGeneration(epoch uint64) {
 	}
 	g.cancelled = true
 	if g.ended < 0 {
-		g.ended = e.r.sched.now
+		g.ended = e.r.sched.now()
 	}
 	e.r.sched.cancel(g.reply)
 	for _, p := range g.phrases {
@@ -258,29 +251,29 @@ func (e *edges) CancelGeneration(epoch uint64) {
 
 // FlushOutput drops the queued audio of epochs <= epoch.
 func (e *edges) FlushOutput(epoch uint64) {
-	for _, ep := range e.player.flush(e.r.sched.now, epoch) {
+	for _, ep := range e.player.flush(e.r.sched.now(), epoch) {
 		if m := e.player.endMark[ep]; m != nil {
 			e.r.sched.cancel(m)
 			delete(e.player.endMark, ep)
 		}
 		if g := e.gens[ep]; g != nil && g.ended < 0 {
-			g.ended = e.r.sched.now
+			g.ended = e.r.sched.now()
 		}
 	}
 }
 
 // Played is the playout clock.
-func (e *edges) Played(epoch uint64) time.Duration { return e.player.played(e.r.sched.now, epoch) }
+func (e *edges) Played(epoch uint64) time.Duration { return e.player.played(e.r.sched.now(), epoch) }
 
 // RunTool runs a scripted body: it ends after its duration with its result
 // or error, never (hang), or at its deadline as timed out; a body that
 // outlives its deadline still reports its late outcome.
 func (e *edges) RunTool(r runtime.ToolRun) {
-	now := e.r.sched.now
+	now := e.r.sched.now()
 	spec := e.r.toolSpec(r.Tool.Name())
 	e.ncall++
 	src := srcTool + e.ncall
-	tr := &toolRun{call: r.CallID, key: r.Key, tool: r.Tool, spec: spec, started: now, dedupe: r.Tool.Dedupe()}
+	tr := &toolRun{call: r.CallID, key: r.Key, tool: r.Tool, spec: spec, dedupe: r.Tool.Dedupe()}
 	e.checkOnce(tr)
 	e.toolRuns[r.Tool.Name()]++
 	e.runs[r.CallID] = tr
@@ -313,11 +306,7 @@ func (e *edges) finishTool(tr *toolRun, st tools.State, o runtime.ToolOutcome) {
 	if tr.finished && tr.state != tools.StateTimedOut {
 		return
 	}
-	late := tr.finished
 	tr.finished, tr.state = true, st
-	if late && st == tools.StateSucceeded {
-		tr.state = tools.StateSucceeded
-	}
 	e.r.handle(o)
 }
 
@@ -328,7 +317,6 @@ func (e *edges) CancelTool(id string) {
 	if tr == nil || tr.finished || tr.spec.IgnoresCancel {
 		return
 	}
-	tr.cancelled = true
 	e.r.sched.cancel(tr.outcome)
 	e.finishTool(tr, tools.StateCancelled, runtime.ToolOutcome{CallID: id, State: tools.StateCancelled, Err: context.Canceled})
 }
@@ -362,7 +350,7 @@ func (e *edges) checkOnce(tr *toolRun) {
 type player struct {
 	cursor  time.Duration // when the output is free
 	segs    map[uint64][]segment
-	endMark map[uint64]*item
+	endMark map[uint64]runtime.Timer
 	order   []uint64 // epochs in the order their audio was first queued
 }
 

@@ -114,9 +114,9 @@ func runOnce(sc *Scenario, seed int64, cache toolCache) *Run {
 		r.tools[t.Name] = t
 	}
 	core, err := runtime.NewCore(agent, r.edges,
-		func(in runtime.Input) { r.sched.at(r.sched.now, srcTimer, func() { r.handle(in) }) },
+		func(in runtime.Input) { r.sched.at(r.sched.now(), srcPosted, func() { r.handle(in) }) },
 		func(e events.Event) { r.out.Events = append(r.out.Events, e) },
-		runtime.WithID("sim"), runtime.WithClock(r.sched),
+		runtime.WithID("sim"), runtime.WithClock(r.sched.clock),
 		runtime.WithEndpointing(sc.VAD.Endpointing), runtime.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		r.violate("core: %v", err)
@@ -147,8 +147,8 @@ func (r *run) handle(in runtime.Input) {
 		}
 	}
 	for _, ep := range r.cut {
-		if r.edges.player.playingAfter(r.sched.now, ep) {
-			r.violate("at %v audio of interrupted turn %d is still queued to play (no flush)", r.sched.now, ep)
+		if r.edges.player.playingAfter(r.sched.now(), ep) {
+			r.violate("at %v audio of interrupted turn %d is still queued to play (no flush)", r.sched.now(), ep)
 		}
 	}
 	r.cut = r.cut[:0]
@@ -197,12 +197,12 @@ func (r *run) loop() {
 		}
 		r.steps++
 		if r.steps > maxSteps {
-			r.violate("hang: more than %d steps by %v; the core keeps making work without time passing", maxSteps, r.sched.now)
+			r.violate("hang: more than %d steps by %v; the core keeps making work without time passing", maxSteps, r.sched.now())
 			return
 		}
 		r.sched.step()
 	}
-	r.out.End = r.sched.now
+	r.out.End = r.sched.now()
 	if r.core.Idle() {
 		return
 	}

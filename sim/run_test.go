@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/llm"
+	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/tools"
 	"github.com/holdline/holdline/tts"
 )
@@ -202,7 +203,7 @@ func TestAtMostOnceCheck(t *testing.T) {
 // The player knows what was heard: words whose audio started before a cut.
 func TestPlayerHeardStopsAtFlush(t *testing.T) {
 	var p player
-	p.segs, p.endMark = map[uint64][]segment{}, map[uint64]*item{}
+	p.segs, p.endMark = map[uint64][]segment{}, map[uint64]runtime.Timer{}
 	words := func(offset time.Duration, ws ...string) []tts.WordTiming {
 		out := make([]tts.WordTiming, len(ws))
 		for i, w := range ws {
