@@ -1,10 +1,17 @@
 # Holdline: the two commands a fresh machine needs are `make run` and `make test`.
 GO ?= go
 BIN := bin/holdline
-# System packages the tests use. Installed once, idempotently.
-APT_PACKAGES :=
+# System packages the tests use. Installed once, idempotently:
+# libspeexdsp for echo cancellation, espeak-ng and sox to synthesise the
+# barge-in corpus, pocketsphinx to transcribe it.
+APT_PACKAGES := libspeexdsp1 libspeexdsp-dev espeak-ng sox pocketsphinx pocketsphinx-en-us
+# Silero VAD: the ONNX Runtime library from the npm package onnxruntime-node
+# and the model from @livekit/agents-plugin-silero, fetched with npm pack.
+MODELS_DIR ?= $(HOME)/.cache/holdline
+ORT_NPM := onnxruntime-node@1.30.0
+SILERO_NPM := @livekit/agents-plugin-silero@1.9.0
 
-.PHONY: run test build deps vet bench clean
+.PHONY: run test build deps models vet bench clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/holdline
@@ -21,11 +28,27 @@ deps:
 		apt-get update && apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends $$missing; \
 	fi
 
+# models fetches the Silero VAD model and the ONNX Runtime library into
+# MODELS_DIR; a no-op when both are there.
+models: $(MODELS_DIR)/libonnxruntime.so.1 $(MODELS_DIR)/silero_vad.onnx
+
+$(MODELS_DIR)/libonnxruntime.so.1:
+	@mkdir -p $(MODELS_DIR)/npm
+	cd $(MODELS_DIR)/npm && npm pack --silent $(ORT_NPM) >/dev/null
+	tar xzf $(MODELS_DIR)/npm/onnxruntime-node-*.tgz -O package/bin/napi-v6/linux/x64/libonnxruntime.so.1 >$@.tmp && mv $@.tmp $@
+	rm -f $(MODELS_DIR)/npm/onnxruntime-node-*.tgz
+
+$(MODELS_DIR)/silero_vad.onnx:
+	@mkdir -p $(MODELS_DIR)/npm
+	cd $(MODELS_DIR)/npm && npm pack --silent $(SILERO_NPM) >/dev/null
+	tar xzf $(MODELS_DIR)/npm/livekit-agents-plugin-silero-*.tgz -O package/dist/silero_vad.onnx >$@.tmp && mv $@.tmp $@
+	rm -f $(MODELS_DIR)/npm/livekit-agents-plugin-silero-*.tgz
+
 vet:
 	$(GO) vet ./...
 
-test: deps vet build
-	$(GO) test -race -count=1 ./...
+test: deps models vet build
+	HOLDLINE_MODELS_DIR=$(MODELS_DIR) HOLDLINE_REQUIRE_MODELS=1 $(GO) test -race -count=1 ./...
 	./$(BIN) simulate examples/scenarios --sweep 2000
 
 bench:
