@@ -1,0 +1,420 @@
+package vad
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Action is what an [Arbiter] decided.
+type Action int
+
+// Actions.
+const (
+	// NoAction: nothing changed.
+	NoAction Action = iota
+	// SpeechStart: the caller started speaking while the agent was not
+	// audible: ordinary turn-taking.
+	SpeechStart
+	// SpeechStop: the caller stopped speaking.
+	SpeechStop
+	// Suspect: speech while the agent is audible that may be the caller
+	// or the agent's own echo. Pause the output and listen: the echo stops
+	// with it, the caller does not.
+	Suspect
+	// Confirm: the caller is interrupting the agent (barge-in). Stop the
+	// agent's turn. The caller's speech has started.
+	Confirm
+	// Resume: a suspicion was not confirmed (echo, a backchannel, a
+	// cough): resume the output from where it paused.
+	Resume
+)
+
+func (a Action) String() string {
+	switch a {
+	case NoAction:
+		return "none"
+	case SpeechStart:
+		return "speech_start"
+	case SpeechStop:
+		return "speech_stop"
+	case Suspect:
+		return "suspect"
+	case Confirm:
+		return "confirm"
+	case Resume:
+		return "resume"
+	}
+	return fmt.Sprintf("Action(%d)", int(a))
+}
+
+// Decision is an Arbiter's verdict with the reason for it.
+type Decision struct {
+	Action Action
+	// Reason says why, in a word or two (see the Reason constants).
+	Reason string
+	// Onset is when, in audio time, the speech the decision is about
+	// began.
+	Onset time.Duration
+}
+
+// Reasons given with decisions.
+const (
+	ReasonSpeech          = "speech"            // SpeechStart/Stop: plain voice activity
+	ReasonOverAgent       = "speech_over_agent" // Suspect, or Confirm without resume: speech above the raised threshold for long enough
+	ReasonSpeechContinued = "speech_continued"  // Confirm: speech went on after the output paused and its echo died
+	ReasonTranscript      = "transcript"        // Confirm: the caller said words that are not the agent's
+	ReasonNotConfirmed    = "not_confirmed"     // Resume: speech died out with the output's echo
+	ReasonBackchannel     = "backchannel"       // Resume, or a transcript dropped: "uh-huh", "yeah"
+	ReasonEchoTranscript  = "echo_transcript"   // Resume, or a transcript dropped: the words are what the agent just played
+)
+
+// ArbiterConfig tunes an [Arbiter]. Zero fields take the defaults.
+type ArbiterConfig struct {
+	// Segmenter judges the caller's speech while the agent is not
+	// audible, as in ordinary turn-taking.
+	Segmenter SegmenterConfig
+	// SpeakingThreshold is the probability frames need, while the agent
+	// is audible, to count as the caller (default 0.7): echo left over by
+	// the canceller scores lower than a caller close to the microphone.
+	SpeakingThreshold float32
+	// SpeakingMinSpeech is how long such frames must last, without a
+	// break, before the arbiter suspects a barge-in (default 160 ms).
+	SpeakingMinSpeech time.Duration
+	// NoResume confirms a barge-in at once, on SpeakingThreshold and
+	// SpeakingMinSpeech alone, with no pause and no transcript check.
+	NoResume bool
+	// EchoTail is how long echo may go on after the output paused: the
+	// line's delay plus the room's decay (default 300 ms). An echo
+	// canceller's delay estimate can set it per call with SetEchoTail.
+	EchoTail time.Duration
+	// ConfirmSpeech is how much speech, counted after EchoTail, confirms
+	// a suspicion (default 200 ms).
+	ConfirmSpeech time.Duration
+	// ResumeAfter is how long after a suspicion the output resumes when
+	// nothing confirmed it (default 800 ms). It is at least EchoTail +
+	// ConfirmSpeech + 100 ms.
+	ResumeAfter time.Duration
+	// Backchannels are utterances that never interrupt (default
+	// DefaultBackchannels). Matching ignores case and punctuation.
+	Backchannels []string
+	// EchoMatch is the share of a transcript's words, from 0 to 1, that
+	// must be among the words the agent just played for the transcript
+	// to count as echo (default 0.6).
+	EchoMatch float64
+	// ConfirmWords is how many recognised words that are neither echo
+	// nor backchannel confirm a barge-in at once (default 2).
+	ConfirmWords int
+	// DropAfterResume is how long after a Resume transcripts that are
+	// only backchannel or echo are still dropped: the recogniser's final
+	// for the speech that was ruled out comes late (default 2 s).
+	DropAfterResume time.Duration
+}
+
+// DefaultBackchannels are the utterances that do not interrupt by default.
+var DefaultBackchannels = []string{
+	"uh-huh", "uh huh", "mm-hmm", "mhm", "mm", "hmm", "yeah", "yes", "yep", "ok", "okay",
+	"right", "sure", "alright", "got it", "i see",
+}
+
+// Arbiter defaults.
+const (
+	DefaultSpeakingThreshold = 0.7
+	DefaultSpeakingMinSpeech = 160 * time.Millisecond
+	DefaultEchoTail          = 300 * time.Millisecond
+	DefaultConfirmSpeech     = 200 * time.Millisecond
+	DefaultResumeAfter       = 800 * time.Millisecond
+	DefaultEchoMatch         = 0.6
+	DefaultConfirmWords      = 2
+	DefaultDropAfterResume   = 2 * time.Second
+)
+
+// WithDefaults returns cfg with its zero fields set to the defaults.
+func (cfg ArbiterConfig) WithDefaults() ArbiterConfig {
+	if cfg.SpeakingThreshold == 0 {
+		cfg.SpeakingThreshold = DefaultSpeakingThreshold
+	}
+	if cfg.SpeakingMinSpeech == 0 {
+		cfg.SpeakingMinSpeech = DefaultSpeakingMinSpeech
+	}
+	if cfg.EchoTail == 0 {
+		cfg.EchoTail = DefaultEchoTail
+	}
+	if cfg.ConfirmSpeech == 0 {
+		cfg.ConfirmSpeech = DefaultConfirmSpeech
+	}
+	if cfg.ResumeAfter == 0 {
+		cfg.ResumeAfter = DefaultResumeAfter
+	}
+	if cfg.Backchannels == nil {
+		cfg.Backchannels = DefaultBackchannels
+	}
+	if cfg.EchoMatch == 0 {
+		cfg.EchoMatch = DefaultEchoMatch
+	}
+	if cfg.ConfirmWords == 0 {
+		cfg.ConfirmWords = DefaultConfirmWords
+	}
+	if cfg.DropAfterResume == 0 {
+		cfg.DropAfterResume = DefaultDropAfterResume
+	}
+	cfg.Segmenter = NewSegmenter(cfg.Segmenter).Config()
+	return cfg
+}
+
+type arbiterState int
+
+const (
+	stateQuiet     arbiterState = iota // the caller is not speaking
+	stateSuspected                     // output paused, listening
+	stateSpeaking                      // the caller holds the floor
+)
+
+// Arbiter decides barge-in. It takes, frame by frame, the speech
+// probability of the caller's echo-cancelled audio and whether the agent
+// may be audible in it, and, as they come, the recogniser's transcripts.
+//
+// While the agent is silent it segments speech like a [Segmenter]. While
+// the agent is audible it asks more: a raised threshold held for a minimum
+// duration. Then it suspects a barge-in and the output should pause: echo
+// dies out with the output within EchoTail, a caller goes on. Speech that
+// goes on confirms the barge-in; words that are not the agent's confirm it
+// sooner; a backchannel or the agent's own words, or speech that stops,
+// resume the output from where it paused.
+//
+// Time is audio time, the sum of the frame durations pushed, so the
+// Arbiter is deterministic and needs no clock. It allocates nothing per
+// frame and is not safe for concurrent use.
+type Arbiter struct {
+	cfg  ArbiterConfig
+	seg  *Segmenter
+	back map[string]bool // normalised backchannels, one or more words
+
+	elapsed time.Duration
+	state   arbiterState
+	// run is the current run of frames at or above SpeakingThreshold
+	// while the agent is audible; runStart when it began.
+	run, runStart time.Duration
+	// needBreak: after a Resume, a new suspicion needs the probability to
+	// fall first, so one long sound is not suspected over and over.
+	needBreak bool
+	// suspectedAt and onset of the pending suspicion; heard is the speech
+	// counted after its echo tail.
+	suspectedAt, onset, heard time.Duration
+	resumedAt                 time.Duration
+	resumed                   bool
+	// quietRun is silence while the caller holds the floor.
+	quietRun time.Duration
+	// segBase is the audio time at which seg was last reset: its times
+	// count from there.
+	segBase time.Duration
+}
+
+func (a *Arbiter) resetSeg() {
+	a.seg.Reset()
+	a.segBase = a.elapsed
+}
+
+// NewArbiter returns an arbiter with cfg, defaults filled in.
+func NewArbiter(cfg ArbiterConfig) *Arbiter {
+	cfg = cfg.WithDefaults()
+	cfg.ResumeAfter = max(cfg.ResumeAfter, cfg.EchoTail+cfg.ConfirmSpeech+100*time.Millisecond)
+	a := &Arbiter{cfg: cfg, seg: NewSegmenter(cfg.Segmenter), back: map[string]bool{}}
+	for _, b := range cfg.Backchannels {
+		a.back[strings.Join(Words(b), " ")] = true
+	}
+	return a
+}
+
+// Config returns the configuration in use.
+func (a *Arbiter) Config() ArbiterConfig { return a.cfg }
+
+// SetEchoTail sets how long echo may last after the output pauses, for
+// instance from an echo canceller's delay estimate plus the room's decay.
+func (a *Arbiter) SetEchoTail(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	a.cfg.EchoTail = d
+	a.cfg.ResumeAfter = max(a.cfg.ResumeAfter, d+a.cfg.ConfirmSpeech+100*time.Millisecond)
+}
+
+// Elapsed returns the audio time pushed so far.
+func (a *Arbiter) Elapsed() time.Duration { return a.elapsed }
+
+// Suspecting reports whether a suspicion is pending (the output should be
+// paused).
+func (a *Arbiter) Suspecting() bool { return a.state == stateSuspected }
+
+// Speaking reports whether the caller holds the floor.
+func (a *Arbiter) Speaking() bool { return a.state == stateSpeaking }
+
+// Frame takes the speech probability of a frame lasting d and whether the
+// agent may be audible in it, and returns what changed.
+func (a *Arbiter) Frame(prob float32, d time.Duration, agentAudible bool) Decision {
+	at := a.elapsed
+	a.elapsed += d
+	switch a.state {
+	case stateSuspected:
+		return a.listen(prob, at, d)
+	case stateSpeaking:
+		return a.speaking(prob, d)
+	}
+	if !agentAudible {
+		a.run, a.needBreak = 0, false
+		if a.seg.Push(prob, d) == Started {
+			a.state, a.quietRun, a.onset = stateSpeaking, 0, a.segBase+a.seg.SpeechStartedAt()
+			return Decision{Action: SpeechStart, Reason: ReasonSpeech, Onset: a.onset}
+		}
+		return Decision{}
+	}
+	// The agent may be audible: its echo must not start a turn.
+	a.resetSeg()
+	if prob < a.cfg.SpeakingThreshold {
+		a.run, a.needBreak = 0, false
+		return Decision{}
+	}
+	if a.needBreak {
+		return Decision{}
+	}
+	if a.run == 0 {
+		a.runStart = at
+	}
+	a.run += d
+	if a.run < a.cfg.SpeakingMinSpeech {
+		return Decision{}
+	}
+	a.run = 0
+	if a.cfg.NoResume {
+		a.state, a.quietRun, a.onset = stateSpeaking, 0, a.runStart
+		return Decision{Action: Confirm, Reason: ReasonOverAgent, Onset: a.onset}
+	}
+	a.state = stateSuspected
+	a.suspectedAt, a.onset, a.heard = a.elapsed, a.runStart, 0
+	return Decision{Action: Suspect, Reason: ReasonOverAgent, Onset: a.runStart}
+}
+
+// listen runs while a suspicion is pending and the output is paused.
+func (a *Arbiter) listen(prob float32, at, d time.Duration) Decision {
+	if at >= a.suspectedAt+a.cfg.EchoTail && prob >= a.cfg.Segmenter.ActivationThreshold {
+		a.heard += d
+		if a.heard >= a.cfg.ConfirmSpeech {
+			return a.confirm(ReasonSpeechContinued)
+		}
+	}
+	if a.elapsed >= a.suspectedAt+a.cfg.ResumeAfter {
+		return a.resume(ReasonNotConfirmed)
+	}
+	return Decision{}
+}
+
+// speaking runs while the caller holds the floor.
+func (a *Arbiter) speaking(prob float32, d time.Duration) Decision {
+	if prob >= a.cfg.Segmenter.DeactivationThreshold {
+		a.quietRun = 0
+		return Decision{}
+	}
+	a.quietRun += d
+	if a.quietRun < a.cfg.Segmenter.MinSilence {
+		return Decision{}
+	}
+	a.state, a.quietRun = stateQuiet, 0
+	a.resetSeg()
+	return Decision{Action: SpeechStop, Reason: ReasonSpeech, Onset: a.onset}
+}
+
+func (a *Arbiter) confirm(reason string) Decision {
+	a.state, a.quietRun = stateSpeaking, 0
+	return Decision{Action: Confirm, Reason: reason, Onset: a.onset}
+}
+
+func (a *Arbiter) resume(reason string) Decision {
+	a.state = stateQuiet
+	a.needBreak, a.run = true, 0
+	a.resumed, a.resumedAt = true, a.elapsed
+	a.resetSeg()
+	return Decision{Action: Resume, Reason: reason, Onset: a.onset}
+}
+
+// Transcript takes a recognition result (interim or final) and the words
+// the agent played in the last few seconds. It returns what changed and
+// whether the transcript is the caller's: a backchannel or the agent's own
+// words heard while the agent is audible (or just after a Resume) are not,
+// and the caller's turn must not include them.
+func (a *Arbiter) Transcript(text, played string, agentAudible bool) (d Decision, keep bool) {
+	words := Words(text)
+	if len(words) == 0 {
+		return Decision{}, false
+	}
+	recent := a.resumed && a.elapsed-a.resumedAt <= a.cfg.DropAfterResume
+	judging := a.state == stateSuspected || (a.state == stateQuiet && (agentAudible || recent))
+	if !judging {
+		return Decision{}, true
+	}
+	switch a.classify(words, played) {
+	case ReasonBackchannel:
+		if a.state == stateSuspected {
+			return a.resume(ReasonBackchannel), false
+		}
+		return Decision{Reason: ReasonBackchannel}, false
+	case ReasonEchoTranscript:
+		if a.state == stateSuspected {
+			return a.resume(ReasonEchoTranscript), false
+		}
+		return Decision{Reason: ReasonEchoTranscript}, false
+	case ReasonTranscript:
+		if a.state == stateQuiet {
+			a.onset = a.elapsed
+		}
+		return a.confirm(ReasonTranscript), true
+	}
+	// Too few words to tell: keep listening.
+	return Decision{}, true
+}
+
+// classify says what a transcript heard while the agent is audible is.
+func (a *Arbiter) classify(words []string, played string) string {
+	if a.back[strings.Join(words, " ")] {
+		return ReasonBackchannel
+	}
+	agent := map[string]bool{}
+	for _, w := range Words(played) {
+		agent[w] = true
+	}
+	var echo, other int
+	for _, w := range words {
+		switch {
+		case agent[w]:
+			echo++
+		case a.back[w]:
+		default:
+			other++
+		}
+	}
+	if echo > 0 && float64(echo) >= a.cfg.EchoMatch*float64(len(words)) {
+		return ReasonEchoTranscript
+	}
+	if other >= a.cfg.ConfirmWords {
+		return ReasonTranscript
+	}
+	if echo+other == 0 {
+		return ReasonBackchannel
+	}
+	return ""
+}
+
+// Words splits text into lower-case words without punctuation, keeping
+// inner hyphens and apostrophes ("uh-huh", "don't").
+func Words(text string) []string {
+	f := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '-' && r != '\''
+	})
+	out := f[:0]
+	for _, w := range f {
+		if w = strings.Trim(w, "-'"); w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
+}

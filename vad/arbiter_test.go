@@ -1,0 +1,211 @@
+package vad
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+const step = 20 * time.Millisecond
+
+// feed pushes n frames of prob and returns the decisions that were not
+// NoAction, with the audio time at which each was made.
+type made struct {
+	at time.Duration
+	d  Decision
+}
+
+func feed(a *Arbiter, prob float32, d time.Duration, audible bool) []made {
+	var out []made
+	for range int(d / step) {
+		if dec := a.Frame(prob, step, audible); dec.Action != NoAction {
+			out = append(out, made{a.Elapsed(), dec})
+		}
+	}
+	return out
+}
+
+func TestArbiterTurnTakingWhileAgentSilent(t *testing.T) {
+	a := NewArbiter(ArbiterConfig{})
+	feed(a, 0, 200*time.Millisecond, false)
+	got := feed(a, 0.9, 400*time.Millisecond, false)
+	if len(got) != 1 || got[0].d.Action != SpeechStart || got[0].d.Onset != 200*time.Millisecond {
+		t.Fatalf("speech with the agent silent: %+v, want one speech_start with onset 200ms", got)
+	}
+	got = feed(a, 0, time.Second, false)
+	if len(got) != 1 || got[0].d.Action != SpeechStop || got[0].at != 600*time.Millisecond+DefaultMinSilence {
+		t.Fatalf("silence: %+v, want speech_stop %v after the speech", got, DefaultMinSilence)
+	}
+}
+
+func TestArbiterEchoBelowRaisedThresholdIsIgnored(t *testing.T) {
+	a := NewArbiter(ArbiterConfig{})
+	// 0.6 starts a turn when the agent is silent...
+	if got := feed(NewArbiter(ArbiterConfig{}), 0.6, time.Second, false); len(got) != 1 || got[0].d.Action != SpeechStart {
+		t.Fatalf("0.6 with the agent silent: %+v, want speech_start", got)
+	}
+	// ...but not while the agent is audible.
+	if got := feed(a, 0.6, 3*time.Second, true); len(got) != 0 {
+		t.Fatalf("0.6 while the agent speaks: %+v, want nothing", got)
+	}
+	// Short loud blips while the agent speaks are ignored too.
+	for range 10 {
+		if got := append(feed(a, 0.95, 140*time.Millisecond, true), feed(a, 0.1, 100*time.Millisecond, true)...); len(got) != 0 {
+			t.Fatalf("140 ms blips: %+v, want nothing", got)
+		}
+	}
+}
+
+func TestArbiterConfirmsSpeechThatOutlivesTheEcho(t *testing.T) {
+	a := NewArbiter(ArbiterConfig{})
+	feed(a, 0.1, time.Second, true)
+	got := feed(a, 0.9, 3*time.Second, true)
+	want := []made{
+		{time.Second + DefaultSpeakingMinSpeech, Decision{Action: Suspect, Reason: ReasonOverAgent, Onset: time.Second}},
+		{time.Second + DefaultSpeakingMinSpeech + DefaultEchoTail + DefaultConfirmSpeech, Decision{Action: Confirm, Reason: ReasonSpeechContinued, Onset: time.Second}},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("caller over the agent:\n got %+v\nwant %+v", got, want)
+	}
+	if !a.Speaking() {
+		t.Fatal("after a confirmed barge-in the caller should hold the floor")
+	}
+	got = feed(a, 0, time.Second, false)
+	if len(got) != 1 || got[0].d.Action != SpeechStop {
+		t.Fatalf("after the barge-in ends: %+v, want speech_stop", got)
+	}
+}
+
+func TestArbiterResumesWhenSpeechDiesWithTheOutput(t *testing.T) {
+	a := NewArbiter(ArbiterConfig{})
+	got := feed(a, 0.9, 200*time.Millisecond, true) // suspect at 160 ms
+	if len(got) != 1 || got[0].d.Action != Suspect {
+		t.Fatalf("loud echo: %+v, want suspect", got)
+	}
+	// The output paused: the echo dies within the echo tail. Speech that
+	// lasts no longer than that is not the caller.
+	got = append(got, feed(a, 0.9, 200*time.Millisecond, false)...)
+	got = append(got, feed(a, 0.05, time.Second, false)...)
+	if len(got) != 2 || got[1].d.Action != Resume || got[1].d.Reason != ReasonNotConfirmed || got[1].at != DefaultSpeakingMinSpeech+DefaultResumeAfter {
+		t.Fatalf("echo that stops with the output: %+v, want resume not_confirmed at %v", got, DefaultSpeakingMinSpeech+DefaultResumeAfter)
+	}
+	// One long sound is not suspected again without a break.
+	a2 := NewArbiter(ArbiterConfig{})
+	feed(a2, 0.9, 200*time.Millisecond, true)
+	if d, _ := a2.Transcript("mm-hmm", "", true); d.Action != Resume {
+		t.Fatalf("backchannel: %+v, want resume", d)
+	}
+	if got = feed(a2, 0.9, 3*time.Second, true); len(got) != 0 {
+		t.Fatalf("the same sound going on: %+v, want no new suspicion", got)
+	}
+	got = append(feed(a2, 0.1, 40*time.Millisecond, true), feed(a2, 0.9, 200*time.Millisecond, true)...)
+	if len(got) != 1 || got[0].d.Action != Suspect {
+		t.Fatalf("after a break: %+v, want a new suspicion", got)
+	}
+}
+
+func TestArbiterWithoutResumeConfirmsAtOnce(t *testing.T) {
+	a := NewArbiter(ArbiterConfig{NoResume: true})
+	got := feed(a, 0.9, 300*time.Millisecond, true)
+	if len(got) != 1 || got[0].d.Action != Confirm || got[0].d.Reason != ReasonOverAgent || got[0].at != DefaultSpeakingMinSpeech {
+		t.Fatalf("no resume: %+v, want confirm at %v", got, DefaultSpeakingMinSpeech)
+	}
+}
+
+func TestArbiterTranscriptCheck(t *testing.T) {
+	const played = "I can book a table for four at seven tonight"
+	suspected := func() *Arbiter {
+		a := NewArbiter(ArbiterConfig{})
+		if got := feed(a, 0.9, 200*time.Millisecond, true); len(got) != 1 || got[0].d.Action != Suspect {
+			t.Fatalf("setup: %+v", got)
+		}
+		return a
+	}
+	for _, tc := range []struct {
+		name, text string
+		want       Action
+		reason     string
+		keep       bool
+	}{
+		{"a backchannel resumes", "Uh-huh.", Resume, ReasonBackchannel, false},
+		{"a two-word backchannel resumes", "got it", Resume, ReasonBackchannel, false},
+		{"the agent's own words resume", "table for four at seven", Resume, ReasonEchoTranscript, false},
+		{"the caller's words confirm", "wait, make it Friday", Confirm, ReasonTranscript, true},
+		{"one unknown word waits", "Friday", NoAction, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := suspected()
+			d, keep := a.Transcript(tc.text, played, true)
+			if d.Action != tc.want || d.Reason != tc.reason || keep != tc.keep {
+				t.Fatalf("Transcript(%q) = %+v keep=%v, want %v %q keep=%v", tc.text, d, keep, tc.want, tc.reason, tc.keep)
+			}
+		})
+	}
+
+	t.Run("words the VAD missed confirm while the agent speaks", func(t *testing.T) {
+		a := NewArbiter(ArbiterConfig{})
+		feed(a, 0.2, time.Second, true)
+		d, keep := a.Transcript("hold on please", played, true)
+		if d.Action != Confirm || d.Reason != ReasonTranscript || !keep || d.Onset != time.Second {
+			t.Fatalf("got %+v keep=%v, want confirm by transcript at 1s", d, keep)
+		}
+	})
+	t.Run("echo heard while the agent speaks is dropped", func(t *testing.T) {
+		a := NewArbiter(ArbiterConfig{})
+		feed(a, 0.2, time.Second, true)
+		if d, keep := a.Transcript("book a table", played, true); d.Action != NoAction || d.Reason != ReasonEchoTranscript || keep {
+			t.Fatalf("got %+v keep=%v, want dropped as echo", d, keep)
+		}
+	})
+	t.Run("a late final of a resumed backchannel is dropped, a later turn is kept", func(t *testing.T) {
+		a := suspected()
+		feed(a, 0.05, time.Second, false) // resumes
+		if _, keep := a.Transcript("yeah", played, false); keep {
+			t.Fatal("late backchannel kept")
+		}
+		feed(a, 0.05, 3*time.Second, false)
+		if _, keep := a.Transcript("yeah", played, false); !keep {
+			t.Fatal("a yes to a question, long after, was dropped")
+		}
+	})
+	t.Run("transcripts while the agent is silent are the caller's", func(t *testing.T) {
+		a := NewArbiter(ArbiterConfig{})
+		if d, keep := a.Transcript("table for four", played, false); d.Action != NoAction || !keep {
+			t.Fatalf("got %+v keep=%v", d, keep)
+		}
+	})
+}
+
+func TestArbiterEchoTailFollowsTheDelayEstimate(t *testing.T) {
+	a := NewArbiter(ArbiterConfig{})
+	a.SetEchoTail(600 * time.Millisecond)
+	if c := a.Config(); c.EchoTail != 600*time.Millisecond || c.ResumeAfter < 600*time.Millisecond+c.ConfirmSpeech {
+		t.Fatalf("config after SetEchoTail: %+v", c)
+	}
+	feed(a, 0.9, 200*time.Millisecond, true)
+	// Echo lasting 550 ms after the pause must not confirm.
+	got := append(feed(a, 0.9, 560*time.Millisecond, false), feed(a, 0, time.Second, false)...)
+	if len(got) != 1 || got[0].d.Action != Resume {
+		t.Fatalf("long echo tail: %+v, want resume", got)
+	}
+}
+
+func TestWords(t *testing.T) {
+	got := Words("Uh-huh, don't -- STOP! 7pm")
+	want := []string{"uh-huh", "don't", "stop", "7pm"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Words = %q, want %q", got, want)
+	}
+}
+
+func TestArbiterFrameAllocatesNothing(t *testing.T) {
+	a := NewArbiter(ArbiterConfig{})
+	i := 0
+	allocs := testing.AllocsPerRun(1000, func() {
+		i++
+		a.Frame(float32(i%50)/50, step, i%100 < 50)
+	})
+	if allocs != 0 {
+		t.Fatalf("Frame allocates %v per call", allocs)
+	}
+}
