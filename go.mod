@@ -9,4 +9,7 @@ require (
 	gopkg.in/yaml.v3 v3.0.1
 )
 
-require golang.org/x/sys v0.49.0 // indirect
+require (
+	github.com/yalue/onnxruntime_go v1.27.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)

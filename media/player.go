@@ -116,6 +116,9 @@ type Player struct {
 	idleSilence bool
 
 	running atomic.Bool
+	// paused holds the queue where it is: ticks write silence (or
+	// nothing) and Played stands still until Resume.
+	paused atomic.Bool
 	// flushed is the flush watermark: epochs <= flushed are dropped. It
 	// changes under mu; the atomic lets Run check it once more, without
 	// the lock, right before a frame or callback leaves the Player.
@@ -391,6 +394,19 @@ func (p *Player) notifyLocked() {
 	}
 }
 
+// Pause holds playout where it is, from the next frame on: the queue keeps
+// its audio, Played stands still and the sink gets silence (WithIdleSilence)
+// or nothing. It is for a suspected barge-in: the agent stops talking at
+// once, and Resume carries on from the same sample if it was a false alarm.
+// Flush and EndEpoch work as usual while paused.
+func (p *Player) Pause() { p.paused.Store(true) }
+
+// Resume ends a Pause.
+func (p *Player) Resume() { p.paused.Store(false) }
+
+// Paused reports whether playout is paused.
+func (p *Player) Paused() bool { return p.paused.Load() }
+
 // Played returns how much audio of epoch has been handed to the sink so far,
 // silence padding not included: the playout clock, for truncating an
 // interrupted turn at what was heard. A frame counts from the moment it is
@@ -435,7 +451,11 @@ func (p *Player) Run(ctx context.Context) error {
 func (p *Player) tick() error {
 	p.mu.Lock()
 	p.dones = p.dones[:0]
-	n, epoch := p.pull()
+	var n int
+	var epoch uint64
+	if !p.paused.Load() {
+		n, epoch = p.pull()
+	}
 	if n > 0 {
 		p.credit(epoch, int64(n))
 		if p.waiters > 0 {

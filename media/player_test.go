@@ -765,3 +765,42 @@ func BenchmarkPlayerFramePath(b *testing.B) {
 		}
 	}
 }
+
+func TestPlayerPauseResumesFromTheSameSample(t *testing.T) {
+	p, sink, _ := newTestPlayer(t, WithIdleSilence(true))
+	frame := SamplesFor(Rate16k, DefaultFrameDuration)
+	enqueue(t, p, 1, tagged(1, 0, 4*frame))
+	tick := func(n int) {
+		for range n {
+			if err := p.tick(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tick(1)
+	p.Pause()
+	tick(3)
+	if got := p.Played(1); got != DefaultFrameDuration {
+		t.Fatalf("Played while paused = %v, want %v: the playout clock must stand still", got, DefaultFrameDuration)
+	}
+	frames := sink.written()
+	for _, f := range frames[1:] {
+		if f.epoch != 0 || slices.ContainsFunc(f.samples, func(v int16) bool { return v != 0 }) {
+			t.Fatalf("a paused player wrote audio of epoch %d", f.epoch)
+		}
+	}
+	p.Resume()
+	tick(3)
+	if got := audioOf(sink.written(), 1); !slices.Equal(got, tagged(1, 0, 4*frame)) {
+		t.Fatalf("after resume: %d samples, want the 4 frames, in order, none lost or repeated", len(got))
+	}
+	// Flush while paused drops the audio: nothing of it plays on Resume.
+	enqueue(t, p, 2, tagged(2, 0, 2*frame))
+	p.Pause()
+	p.Flush(2)
+	p.Resume()
+	tick(2)
+	if got := audioOf(sink.written(), 2); len(got) != 0 {
+		t.Fatalf("%d samples of an epoch flushed while paused were played", len(got))
+	}
+}
