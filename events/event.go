@@ -18,7 +18,10 @@ const (
 	Transcript    Kind = "transcript"     // STT result (Final tells which)
 	UserTurn      Kind = "user_turn"      // a user message was committed to the context (spoken or injected)
 
-	BargeInConfirmed Kind = "barge_in_confirmed" // user input interrupted the agent
+	BargeInSuspected  Kind = "barge_in_suspected" // speech over the agent: output paused while the arbiter listens (Reason)
+	BargeInConfirmed  Kind = "barge_in_confirmed" // user input interrupted the agent (Reason)
+	BargeInResumed    Kind = "barge_in_resumed"   // a suspicion was not confirmed: output resumed where it paused (Reason)
+	TranscriptIgnored Kind = "transcript_ignored" // recognised words that are not the caller's turn: echo or a backchannel (Reason)
 
 	TurnStarted     Kind = "turn_started"      // a new agent turn (epoch) began
 	InferenceSent   Kind = "inference_sent"    // a model request went out

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -14,15 +16,45 @@ import (
 	"github.com/holdline/holdline/vad"
 )
 
+// EchoCanceller removes the agent's own voice from the caller's audio. The
+// session feeds it, with Playback, exactly what the output played, silence
+// included, and passes each frame of caller audio through Process.
+// media/aec's Canceller is one.
+type EchoCanceller interface {
+	// Playback appends played audio at the input rate.
+	Playback(samples []int16)
+	// Process cancels the echo in one frame of FrameSize samples.
+	Process(near, out []int16) error
+	FrameSize() int
+	// FarActive reports whether the agent may be audible in the frame
+	// just processed.
+	FarActive() bool
+	// Delay is the estimated delay of the echo, once known.
+	Delay() (time.Duration, bool)
+	Close() error
+}
+
 // InputConfig sets how caller audio is judged.
 type InputConfig struct {
 	// Detector scores each frame (default: vad.NewEnergy()).
 	Detector vad.Detector
-	// Segmenter turns scores into speech start and stop (zero fields take
-	// the vad package's defaults).
+	// Segmenter turns scores into speech start and stop while the agent
+	// is silent (zero fields take the vad package's defaults).
 	Segmenter vad.SegmenterConfig
+	// BargeIn decides, while the agent is audible, whether the caller is
+	// interrupting (zero fields take the vad package's defaults; its
+	// Segmenter field is replaced by Segmenter above).
+	BargeIn vad.ArbiterConfig
+	// EchoCanceller cleans the caller's audio before anything judges it.
+	// Nil uses media/aec when libspeexdsp can be loaded (a warning says
+	// what to install when it cannot); NoEchoCancellation turns it off.
+	EchoCanceller EchoCanceller
+	// NoEchoCancellation turns echo cancellation off, for callers whose
+	// device cancels echo already (a browser).
+	NoEchoCancellation bool
 	// Rate is the caller audio rate the recogniser is opened at (default
-	// 16 kHz).
+	// 16 kHz). Echo cancellation works on frames at this rate, 8 or
+	// 16 kHz.
 	Rate int
 }
 
@@ -45,29 +77,58 @@ func WithInput(in InputConfig) Option {
 	}
 }
 
-// audioInput is the caller-audio edge: voice activity and recognition. It
-// runs on the goroutine that calls PushAudio, so the frame path needs no
-// copies and no channel hops; only decisions reach the conductor.
+// echoTailMargin is added to the echo canceller's delay estimate to get how
+// long echo may last after the output pauses: the room's decay and the
+// frames in flight.
+const echoTailMargin = 150 * time.Millisecond
+
+// audioInput is the caller-audio edge: echo cancellation, voice activity,
+// the barge-in arbiter and recognition. It runs on the goroutine that calls
+// PushAudio, so the frame path needs no copies and no channel hops; only
+// decisions reach the conductor.
 type audioInput struct {
 	s   *Session
 	det vad.Detector
-	seg *vad.Segmenter
 	cfg InputConfig
+	aec EchoCanceller
+	tap *echoTap
 
+	// pending gathers caller audio into the canceller's frame size;
+	// clean receives the result.
+	pending, clean []int16
+	frames         int
+
+	// audibleNow is whether the agent was audible in the last frame
+	// judged, for the transcript relay.
+	audibleNow atomic.Bool
+	// endPending: the transcript relay ruled a suspicion out; the frame
+	// path ends the utterance (Stream.EndOfSpeech belongs to the writer).
+	endPending atomic.Bool
+
+	// mu guards the arbiter and the recogniser stream: the frame path and
+	// the transcript relay both use them.
 	mu     sync.Mutex
+	arb    *vad.Arbiter
 	stream stt.Stream
 }
 
-func newAudioInput(s *Session, cfg InputConfig) (*audioInput, error) {
+func newAudioInput(s *Session, cfg InputConfig, aec EchoCanceller, tap *echoTap) (*audioInput, error) {
 	det := cfg.Detector
 	if det == nil {
 		det = vad.NewEnergy()
 	}
-	return &audioInput{s: s, det: det, seg: vad.NewSegmenter(cfg.Segmenter), cfg: cfg}, nil
+	bc := cfg.BargeIn
+	bc.Segmenter = cfg.Segmenter
+	a := &audioInput{s: s, det: det, cfg: cfg, aec: aec, tap: tap, arb: vad.NewArbiter(bc)}
+	if aec != nil {
+		n := aec.FrameSize()
+		a.pending, a.clean = make([]int16, 0, n), make([]int16, n)
+	}
+	return a, nil
 }
 
 // start opens the recogniser, if the agent has one, and relays its
-// transcripts to the conductor.
+// transcripts to the conductor through the arbiter.
 func (a *audioInput) start(ctx context.Context, g *errgroup.Group) error {
 	rec := a.s.agent.STT
 	if rec == nil {
@@ -90,35 +151,176 @@ func (a *audioInput) start(ctx context.Context, g *errgroup.Group) error {
 				}
 				return nil
 			}
-			a.s.post(UserTranscript{Text: tr.Text, Final: tr.Final})
+			a.relay(ctx, tr)
 		}
 	})
 	return nil
 }
 
+// relay passes a transcript through the arbiter's transcript check: words
+// that are the agent's own, or a backchannel, while the agent is audible
+// never become the caller's turn.
+func (a *audioInput) relay(ctx context.Context, tr stt.Transcript) {
+	played, audible := "", a.audibleNow.Load()
+	if len(vad.Words(tr.Text)) > 0 {
+		// What was played matters also just after a resume, when the
+		// agent may be silent for a moment.
+		qctx, cancel := context.WithTimeout(ctx, time.Second)
+		played, _ = ask(qctx, a.s, func(c *conductor) string { return c.recentlyPlayed() })
+		cancel()
+	}
+	a.mu.Lock()
+	d, keep := a.arb.Transcript(tr.Text, played, audible)
+	a.mu.Unlock()
+	if d.Action == vad.Resume {
+		a.endPending.Store(true)
+	}
+	_ = a.decide(ctx, d) // fails only when the session is ending
+	switch {
+	case keep:
+		a.s.post(UserTranscript{Text: tr.Text, Final: tr.Final})
+	case d.Reason != "":
+		a.s.post(TranscriptIgnored{Text: tr.Text, Final: tr.Final, Reason: d.Reason})
+	}
+}
+
+// audible reports whether the agent may be heard in the caller's audio now.
+func (a *audioInput) audible() bool {
+	if a.aec != nil {
+		return a.aec.FarActive()
+	}
+	return a.tap.audibleWithin(a.arb.Config().EchoTail)
+}
+
 func (a *audioInput) push(ctx context.Context, f media.Frame) error {
+	if a.aec == nil || f.SampleRate != a.cfg.Rate {
+		return a.judge(ctx, f)
+	}
+	s := f.Samples
+	for len(s) > 0 {
+		n := min(cap(a.pending)-len(a.pending), len(s))
+		a.pending = append(a.pending, s[:n]...)
+		s = s[n:]
+		if len(a.pending) < cap(a.pending) {
+			break
+		}
+		if err := a.aec.Process(a.pending, a.clean); err != nil {
+			return fmt.Errorf("runtime: echo cancellation: %w", err)
+		}
+		a.pending = a.pending[:0]
+		if a.frames++; a.frames%25 == 0 {
+			if d, ok := a.aec.Delay(); ok {
+				a.mu.Lock()
+				a.arb.SetEchoTail(d + echoTailMargin)
+				a.mu.Unlock()
+			}
+		}
+		if err := a.judge(ctx, media.Frame{Samples: a.clean, SampleRate: f.SampleRate}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// judge runs voice activity and the arbiter on one clean frame and feeds
+// the recogniser.
+func (a *audioInput) judge(ctx context.Context, f media.Frame) error {
 	prob, err := a.det.Detect(f)
 	if err != nil {
 		return fmt.Errorf("runtime: voice activity: %w", err)
 	}
+	audible := a.audible()
+	a.audibleNow.Store(audible)
 	a.mu.Lock()
 	stream := a.stream
+	d := a.arb.Frame(prob, f.Duration(), audible)
 	a.mu.Unlock()
 	if stream != nil {
 		if err := stream.Write(f); err != nil {
 			return fmt.Errorf("runtime: speech recognition: %w", err)
 		}
-	}
-	switch a.seg.Push(prob, f.Duration()) {
-	case vad.Started:
-		return a.s.send(ctx, UserSpeechStarted{})
-	case vad.Stopped:
-		if stream != nil {
+		// A ruled-out suspicion ends its utterance too, so the recogniser
+		// finalises it now, inside the arbiter's drop window.
+		ended := a.endPending.Swap(false)
+		if d.Action == vad.SpeechStop || d.Action == vad.Resume || ended {
 			if err := stream.EndOfSpeech(); err != nil {
 				return fmt.Errorf("runtime: speech recognition: %w", err)
 			}
 		}
-		return a.s.send(ctx, UserSpeechStopped{})
 	}
-	return nil
+	return a.decide(ctx, d)
+}
+
+// decide hands an arbiter decision to the conductor.
+func (a *audioInput) decide(ctx context.Context, d vad.Decision) error {
+	var in Input
+	switch d.Action {
+	case vad.SpeechStart:
+		in = UserSpeechStarted{}
+	case vad.SpeechStop:
+		in = UserSpeechStopped{}
+	case vad.Suspect:
+		in = BargeInSuspected{Reason: d.Reason}
+	case vad.Confirm:
+		in = BargeInConfirmed{Reason: d.Reason}
+	case vad.Resume:
+		in = BargeInResumed{Reason: d.Reason}
+	default:
+		return nil
+	}
+	return a.s.send(ctx, in)
+}
+
+// echoTap sits between the Player and the session's sink. It feeds the
+// echo canceller exactly what was played, silence included, at the input
+// rate, and remembers when the agent was last audible.
+type echoTap struct {
+	next        media.Sink
+	aec         EchoCanceller
+	rs          *media.Resampler // nil when the rates match
+	buf         []int16
+	clock       Clock
+	lastAudible atomic.Int64 // clock time in ns; 0: never
+}
+
+func newEchoTap(next media.Sink, aec EchoCanceller, clock Clock, outRate, inRate int) (*echoTap, error) {
+	t := &echoTap{next: next, aec: aec, clock: clock}
+	if aec != nil && outRate != inRate {
+		rs, err := media.NewResampler(outRate, inRate)
+		if err != nil {
+			return nil, err
+		}
+		t.rs = rs
+		t.buf = make([]int16, 0, rs.OutputLen(media.SamplesFor(outRate, 20*time.Millisecond)))
+	}
+	return t, nil
+}
+
+// WriteFrame implements media.Sink. Idle silence (epoch 0) goes to the
+// canceller only: the sink sees what it saw before.
+func (t *echoTap) WriteFrame(f media.Frame) error {
+	if t.aec != nil {
+		s := f.Samples
+		if t.rs != nil {
+			t.buf = t.rs.Process(t.buf[:0], s)
+			s = t.buf
+		}
+		t.aec.Playback(s)
+	}
+	if f.Epoch == 0 {
+		return nil
+	}
+	for _, v := range f.Samples {
+		if v != 0 {
+			t.lastAudible.Store(t.clock.Now().UnixNano())
+			break
+		}
+	}
+	return t.next.WriteFrame(f)
+}
+
+// audibleWithin reports whether audible output was written within d.
+func (t *echoTap) audibleWithin(d time.Duration) bool {
+	last := t.lastAudible.Load()
+	return last != 0 && t.clock.Now().UnixNano()-last <= int64(d)
 }

@@ -57,7 +57,33 @@ type conductor struct {
 
 	transportDown bool
 	idle          bool
+
+	// paused: a suspected barge-in holds the output until a verdict, or
+	// until pauseID's deadline.
+	paused     bool
+	pauseTimer Timer
+	pauseID    uint64
+	// lastPlayed is the text of the latest turn whose playout stopped,
+	// for telling the agent's echo from the caller.
+	lastPlayed   string
+	lastPlayedAt time.Time
 }
+
+// OutputPauser is implemented by Edges whose output can pause in place, for
+// a suspected barge-in.
+type OutputPauser interface {
+	PauseOutput()
+	ResumeOutput()
+}
+
+// Barge-in bounds.
+const (
+	// maxPause bounds a pause for a suspected barge-in: without a verdict
+	// by then (the caller's audio stopped coming) the output resumes.
+	maxPause = 3 * time.Second
+	// echoMemory is how long played words count as possible echo.
+	echoMemory = 5 * time.Second
+)
 
 type entry struct {
 	item llm.Item
@@ -162,6 +188,14 @@ func (c *conductor) handle(in Input) {
 		c.onSpeechStopped()
 	case UserTranscript:
 		c.onTranscript(in)
+	case BargeInSuspected:
+		c.onSuspected(in.Reason)
+	case BargeInConfirmed:
+		c.onBargeIn(in.Reason)
+	case BargeInResumed:
+		c.resumeOutput(in.Reason)
+	case TranscriptIgnored:
+		c.emit(events.Event{Kind: events.TranscriptIgnored, Epoch: c.epoch, Text: in.Text, Final: in.Final, Reason: in.Reason})
 	case timerFired:
 		c.onTimer(in.id)
 	case ModelText:
@@ -252,6 +286,75 @@ func (c *conductor) onSpeechStarted() {
 	}
 }
 
+// onSuspected pauses the output while the arbiter listens: the agent's echo
+// stops with it, a caller does not.
+func (c *conductor) onSuspected(reason string) {
+	p, ok := c.edges.(OutputPauser)
+	if !ok || c.paused || !c.speaking() {
+		return
+	}
+	p.PauseOutput()
+	c.paused = true
+	c.emit(events.Event{Kind: events.BargeInSuspected, Epoch: c.epoch, Reason: reason})
+	c.timerID++
+	id := c.timerID
+	c.pauseID = id
+	c.pauseTimer = c.clock.AfterFunc(maxPause, func() { c.post(timerFired{id: id}) })
+}
+
+// onBargeIn: the arbiter confirmed the caller is talking over the agent.
+func (c *conductor) onBargeIn(reason string) {
+	c.idle = false
+	c.restoreTransport()
+	c.userSpeaking = true
+	c.stopEndpoint()
+	c.emit(events.Event{Kind: events.SpeechStarted, Epoch: c.epoch})
+	if c.speaking() {
+		c.emit(events.Event{Kind: events.BargeInConfirmed, Epoch: c.epoch, Reason: reason})
+		c.preempt("barge_in")
+	}
+	// The flush above dropped the paused audio: the next turn plays.
+	c.unpause()
+}
+
+// resumeOutput ends a pause for a suspicion that was not confirmed: the
+// output goes on from the sample where it stopped.
+func (c *conductor) resumeOutput(reason string) {
+	if c.unpause() {
+		c.emit(events.Event{Kind: events.BargeInResumed, Epoch: c.epoch, Reason: reason})
+	}
+}
+
+func (c *conductor) unpause() bool {
+	if !c.paused {
+		return false
+	}
+	c.paused = false
+	c.pauseID = 0
+	if c.pauseTimer != nil {
+		c.pauseTimer.Stop()
+		c.pauseTimer = nil
+	}
+	c.edges.(OutputPauser).ResumeOutput()
+	return true
+}
+
+// recentlyPlayed is what the caller may still hear as echo: the words played
+// so far of the turns in flight and of the latest turn that stopped.
+func (c *conductor) recentlyPlayed() string {
+	var b strings.Builder
+	if c.lastPlayed != "" && c.clock.Now().Sub(c.lastPlayedAt) <= echoMemory {
+		b.WriteString(c.lastPlayed)
+	}
+	for _, t := range c.turns {
+		if !t.playoutDone {
+			b.WriteByte(' ')
+			b.WriteString(c.playedText(t, c.edges.Played(t.epoch)))
+		}
+	}
+	return b.String()
+}
+
 func (c *conductor) onSpeechStopped() {
 	c.userSpeaking = false
 	c.emit(events.Event{Kind: events.SpeechStopped, Epoch: c.epoch})
@@ -298,6 +401,9 @@ func (c *conductor) onTimer(id uint64) {
 	switch id {
 	case 0:
 		return
+	case c.pauseID:
+		c.pauseTimer = nil
+		c.resumeOutput("verdict_timeout")
 	case c.endpointID:
 		c.endpointTimer = nil
 		c.endpointID = 0
@@ -458,6 +564,7 @@ func (c *conductor) settleAssistant(t *turnState, text string, interrupted bool)
 
 func (c *conductor) stopPlayout(t *turnState, text string) {
 	t.playoutDone = true
+	c.lastPlayed, c.lastPlayedAt = text, c.clock.Now()
 	t.handle.mu.Lock()
 	t.handle.played = text
 	t.handle.mu.Unlock()

@@ -35,6 +35,10 @@ func (e *liveEdges) Played(epoch uint64) time.Duration { return e.s.player.Playe
 
 func (e *liveEdges) FlushOutput(epoch uint64) { e.s.player.Flush(epoch) }
 
+func (e *liveEdges) PauseOutput() { e.s.player.Pause() }
+
+func (e *liveEdges) ResumeOutput() { e.s.player.Resume() }
+
 func (e *liveEdges) CancelGeneration(epoch uint64) {
 	if cancel, ok := e.gens[epoch]; ok {
 		cancel()

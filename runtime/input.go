@@ -25,6 +25,26 @@ type UserSpeechStarted struct{}
 // UserSpeechStopped is posted when voice activity ends.
 type UserSpeechStopped struct{}
 
+// BargeInSuspected says the caller may be talking over the agent: the
+// output pauses while the arbiter listens.
+type BargeInSuspected struct{ Reason string }
+
+// BargeInConfirmed says the caller is talking over the agent: the agent's
+// turn stops and the caller's speech has started.
+type BargeInConfirmed struct{ Reason string }
+
+// BargeInResumed says a suspected barge-in was not one (echo, a
+// backchannel): the output resumes where it paused.
+type BargeInResumed struct{ Reason string }
+
+// TranscriptIgnored is a recognition result that is not the caller's turn:
+// the agent's own words heard as echo, or a backchannel.
+type TranscriptIgnored struct {
+	Text   string
+	Final  bool
+	Reason string
+}
+
 // UserTranscript is a recognition result for the caller's speech.
 type UserTranscript struct {
 	Text  string
@@ -106,6 +126,10 @@ func (ReplyRequest) input()      {}
 func (UserSpeechStarted) input() {}
 func (UserSpeechStopped) input() {}
 func (UserTranscript) input()    {}
+func (BargeInSuspected) input()  {}
+func (BargeInConfirmed) input()  {}
+func (BargeInResumed) input()    {}
+func (TranscriptIgnored) input() {}
 func (ModelText) input()         {}
 func (ModelDone) input()         {}
 func (SpeechWords) input()       {}

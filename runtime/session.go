@@ -171,6 +171,30 @@ type Session struct {
 	player  *media.Player
 	in      *audioInput
 	running atomic.Bool
+	// ownAEC: the session made the echo canceller and closes it.
+	ownAEC EchoCanceller
+}
+
+// echoCanceller returns the configured canceller, or makes the default one.
+// Without libspeexdsp the session still runs, judging barge-in without it.
+func (s *Session) echoCanceller() (EchoCanceller, error) {
+	in := s.cfg.input
+	switch {
+	case in.NoEchoCancellation:
+		return nil, nil
+	case in.EchoCanceller != nil:
+		return in.EchoCanceller, nil
+	case in.Rate != media.Rate8k && in.Rate != media.Rate16k:
+		s.cfg.log.Warn("echo cancellation off: it works at 8 or 16 kHz input", "rate", in.Rate)
+		return nil, nil
+	}
+	aec, err := newDefaultCanceller(in.Rate)
+	if err != nil {
+		s.cfg.log.Warn("echo cancellation off", "err", err)
+		return nil, nil
+	}
+	s.ownAEC = aec
+	return aec, nil
 }
 
 // New prepares a session for agent. Nothing runs until Run.
@@ -197,10 +221,21 @@ func New(agent *Agent, opts ...Option) (*Session, error) {
 		mailbox: make(chan Input, cfg.mailbox),
 		done:    make(chan struct{}),
 	}
-	s.player, err = media.NewPlayer(cfg.sink,
+	canceller, err := s.echoCanceller()
+	if err != nil {
+		return nil, err
+	}
+	tap, err := newEchoTap(cfg.sink, canceller, cfg.clock, cfg.rate, cfg.input.Rate)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: echo reference: %w", err)
+	}
+	s.player, err = media.NewPlayer(tap,
 		media.WithPlayerRate(cfg.rate),
 		media.WithFrameDuration(cfg.frame),
 		media.WithEpochDone(func(epoch uint64) { s.post(PlayoutFinished{Epoch: epoch}) }),
+		// The canceller's reference must be continuous: what was played,
+		// silence included. The tap keeps idle silence from the sink.
+		media.WithIdleSilence(canceller != nil),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: output: %w", err)
@@ -210,7 +245,7 @@ func New(agent *Agent, opts ...Option) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.in, err = newAudioInput(s, cfg.input)
+	s.in, err = newAudioInput(s, cfg.input, canceller, tap)
 	if err != nil {
 		return nil, err
 	}
@@ -236,6 +271,9 @@ func (s *Session) Run(ctx context.Context) error {
 	}
 	defer close(s.done)
 	defer s.bus.Close()
+	if s.ownAEC != nil {
+		defer s.ownAEC.Close()
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 

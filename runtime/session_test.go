@@ -17,6 +17,7 @@ import (
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/scripted"
 	"github.com/holdline/holdline/tools"
+	"github.com/holdline/holdline/vad"
 )
 
 // frameLog is an output sink that remembers when each frame left.
@@ -212,9 +213,29 @@ const greeting = "Welcome to the bistro where every table has a view of the old 
 // Barge-in during playout: the old epoch's audio stops within one frame of
 // the decision, and the interrupted message holds exactly the played words
 // (KNOWN_FAILURES C1).
+//
+// By default the output pauses on suspicion and the barge-in is confirmed
+// once the caller's speech outlives the echo; with NoResume it is confirmed
+// at once. Either way no audio of the old epoch leaves more than one frame
+// after the decision that silenced it, and the context holds what played.
 func TestBargeInStopsPlayoutAndKeepsPlayedWords(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		input InputConfig
+		// pauses: the output stops at the suspicion, before the verdict.
+		pauses bool
+	}{
+		{"pause and listen (default)", InputConfig{}, true},
+		{"confirmed at once", InputConfig{BargeIn: vad.ArbiterConfig{NoResume: true}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testBargeInStopsPlayout(t, tc.input, tc.pauses) })
+	}
+}
+
+func testBargeInStopsPlayout(t *testing.T, input InputConfig, pauses bool) {
 	synctest.Test(t, func(t *testing.T) {
-		h := start(t, setup{responses: []scripted.Response{{TTFB: 200 * time.Millisecond, Text: greeting}}})
+		h := start(t, setup{responses: []scripted.Response{{TTFB: 200 * time.Millisecond, Text: greeting}},
+			opts: []Option{WithInput(input)}})
 		if err := h.s.GenerateReply(context.Background(), ""); err != nil {
 			t.Fatal(err)
 		}
@@ -247,16 +268,25 @@ func TestBargeInStopsPlayoutAndKeepsPlayedWords(t *testing.T) {
 		if first.IsZero() {
 			t.Fatal("the greeting never played")
 		}
-		t.Logf("last old-epoch frame left %v after the decision", last.Sub(cut.Time))
+		silenced := cut
+		if sus, ok := h.find(events.BargeInSuspected, nil); ok != pauses {
+			t.Fatalf("barge_in_suspected seen: %v, want %v:\n%s", ok, pauses, h.timeline())
+		} else if ok {
+			silenced = sus
+		}
+		t.Logf("last old-epoch frame left %v after the decision that silenced it, %v after the confirmation", last.Sub(silenced.Time), last.Sub(cut.Time))
+		if late := last.Sub(silenced.Time); late > 20*time.Millisecond {
+			t.Errorf("old-epoch audio left %v after the output was told to stop; want within one frame (20ms)", late)
+		}
 		if late := last.Sub(cut.Time); late > 20*time.Millisecond {
-			t.Errorf("old-epoch audio left %v after the barge-in decision; want within one frame (20ms)", late)
+			t.Errorf("old-epoch audio left %v after the barge-in was confirmed; want within one frame (20ms)", late)
 		}
 
 		tr, ok := h.find(events.PlayoutTruncate, nil)
 		if !ok {
 			t.Fatalf("no playout_truncated event:\n%s", h.timeline())
 		}
-		heard := cut.Time.Sub(first) + 20*time.Millisecond // the frame written at first had played by the cut
+		heard := last.Sub(first) + 20*time.Millisecond // each frame is heard in full
 		if d := tr.Played - heard; d < -20*time.Millisecond || d > 20*time.Millisecond {
 			t.Errorf("playout clock says %v played, frames say %v", tr.Played, heard)
 		}
