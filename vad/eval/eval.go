@@ -1,0 +1,509 @@
+package eval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/holdline/holdline/media"
+	"github.com/holdline/holdline/vad"
+)
+
+// Mode is a barge-in pipeline, from plain voice activity to the whole
+// arbiter.
+type Mode string
+
+// Modes, each adding one stage to the one before.
+const (
+	// None: voice activity on the raw microphone; speech while the agent
+	// is audible interrupts it, as in most frameworks today.
+	None Mode = "none"
+	// Gating: a raised threshold and a minimum duration while the agent
+	// is audible.
+	Gating Mode = "gating"
+	// AEC: gating on echo-cancelled audio.
+	AEC Mode = "aec"
+	// Full: echo cancellation, gating, pause and listen (false-interruption
+	// resume) and the transcript check.
+	Full Mode = "full"
+)
+
+// Modes lists every mode, in the order they build on each other.
+var Modes = []Mode{None, Gating, AEC, Full}
+
+// Kind is what a scene holds.
+type Kind string
+
+// Kinds of scene.
+const (
+	Echo        Kind = "echo"        // the agent's echo only: any barge-in is false
+	BargeIn     Kind = "barge_in"    // the caller talks over the agent: it must stop
+	Backchannel Kind = "backchannel" // "uh-huh" over the agent: it must go on
+)
+
+// Scene is one call moment, kept in parts so that the echo follows what the
+// output really plays: when the arbiter pauses the output, the echo stops
+// too, and it resumes from the same sample.
+type Scene struct {
+	Name string
+	Kind Kind
+	Rate int
+	// Agent is the audio the agent's output would play, from the scene's
+	// start, silences included.
+	Agent []int16
+	// AgentText is what the agent says in Agent.
+	AgentText string
+	// EchoDelay and EchoTaps are the echo path: the microphone hears
+	// played[n-EchoDelay-k]*EchoTaps[k], summed over k.
+	EchoDelay int
+	EchoTaps  []float64
+	// User and Noise are what else the microphone hears, on the scene's
+	// timeline; the scene lasts len(User) samples.
+	User, Noise []int16
+	// UserOnset is when the caller starts speaking (-1: never).
+	UserOnset time.Duration
+	// GainDB labels the echo level, for the report.
+	GainDB float64
+}
+
+// Canceller is the echo canceller under test (media/aec's Canceller).
+type Canceller interface {
+	Playback(samples []int16)
+	Process(near, out []int16) error
+	FarActive() bool
+	Delay() (time.Duration, bool)
+	Close() error
+}
+
+// Transcriber recognises a piece of audio, as the recogniser of a call
+// would, for the transcript check.
+type Transcriber interface {
+	Transcribe(ctx context.Context, rate int, audio [][]int16) ([][]Word, error)
+}
+
+// Word is a recognised word and when, within its audio, it ended.
+type Word struct {
+	Text string
+	End  time.Duration
+}
+
+// Config sets up an evaluation.
+type Config struct {
+	// Detector makes one voice activity detector per scene and mode.
+	Detector func(rate int) (vad.Detector, error)
+	// Canceller makes one echo canceller per scene (AEC and Full).
+	Canceller func(rate int) (Canceller, error)
+	// Transcriber, if set, gives Full its transcript check.
+	Transcriber Transcriber
+	// STTLatency is how long after a word ends its transcript reaches the
+	// arbiter (default 300 ms).
+	STTLatency time.Duration
+	// Arbiter is the configuration under test (zero: the defaults).
+	Arbiter vad.ArbiterConfig
+}
+
+// Result is one mode's figures over the scenes.
+type Result struct {
+	Mode  Mode   `json:"mode"`
+	VAD   string `json:"vad"`
+	Rate  int    `json:"rate"`
+	Clips int    `json:"clips"`
+	// FalseBargeInRate is the share of echo-only scenes at gains of -6 dB
+	// or lower in which the agent was interrupted.
+	FalseBargeInRate float64 `json:"false_barge_in_rate"`
+	// FalseBargeInByGain is the same share per echo gain, -3 dB included.
+	FalseBargeInByGain map[string]float64 `json:"false_barge_in_rate_by_gain"`
+	// MissRate is the share of barge-in scenes in which the agent was not
+	// interrupted after the caller began.
+	MissRate float64 `json:"miss_rate"`
+	// DetectP50 and DetectP95 are percentiles of the time from the
+	// caller's speech onset to the agent going silent (paused or stopped),
+	// over detected barge-ins.
+	DetectP50 float64 `json:"detect_p50_ms"`
+	DetectP95 float64 `json:"detect_p95_ms"`
+	// BackchannelRate is the share of backchannel scenes that interrupted
+	// the agent.
+	BackchannelRate float64 `json:"backchannel_interrupt_rate"`
+	// PauseRate is the share of echo-only scenes in which the output
+	// paused at least once (Full only): a stutter, not an interruption.
+	PauseRate float64 `json:"echo_pause_rate"`
+	// EchoClips, BargeIns and Backchannels count the scenes of each kind.
+	EchoClips    int `json:"echo_clips"`
+	BargeIns     int `json:"barge_in_clips"`
+	Backchannels int `json:"backchannel_clips"`
+}
+
+// outcome is what happened in one scene under one mode.
+type outcome struct {
+	interrupted bool          // a Confirm came
+	confirmedAt time.Duration // when
+	silencedAt  time.Duration // first Suspect or Confirm at or after the onset, -1 if none
+	paused      bool          // some Suspect came
+}
+
+const frameDur = 20 * time.Millisecond
+
+// Run plays every scene under each mode and returns one Result per mode,
+// in the order of modes.
+func Run(ctx context.Context, cfg Config, scenes []Scene, modes []Mode, vadName string) ([]Result, error) {
+	if cfg.Detector == nil {
+		return nil, errors.New("eval: no detector")
+	}
+	if cfg.STTLatency == 0 {
+		cfg.STTLatency = 300 * time.Millisecond
+	}
+	outs := make([][]outcome, len(modes))
+	for i, m := range modes {
+		if m == Full && cfg.Transcriber != nil {
+			o, err := runWithTranscripts(ctx, cfg, scenes)
+			if err != nil {
+				return nil, err
+			}
+			outs[i] = o
+			continue
+		}
+		for _, sc := range scenes {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			o, _, err := play(cfg, m, sc, nil)
+			if err != nil {
+				return nil, fmt.Errorf("eval: %s: %s: %w", m, sc.Name, err)
+			}
+			outs[i] = append(outs[i], o)
+		}
+	}
+	res := make([]Result, len(modes))
+	for i, m := range modes {
+		res[i] = summarise(m, vadName, scenes, outs[i])
+	}
+	return res, nil
+}
+
+// runWithTranscripts runs Full twice. The first run finds the suspicions and
+// the audio the recogniser would have heard around each; one batch of
+// recognition transcribes them; the second run delivers each transcript
+// STTLatency after its last word ended, to the suspicion it belongs to.
+// Until a transcript changes a decision both runs are the same, sample for
+// sample; a later suspicion that did not happen in the first run gets no
+// transcript.
+func runWithTranscripts(ctx context.Context, cfg Config, scenes []Scene) ([]outcome, error) {
+	type seg struct {
+		scene int
+		sus   suspicion
+	}
+	var segs []seg
+	var audio [][]int16
+	for i, sc := range scenes {
+		_, sus, err := play(cfg, Full, sc, nil)
+		if err != nil {
+			return nil, fmt.Errorf("eval: full: %s: %w", sc.Name, err)
+		}
+		for _, s := range sus {
+			segs = append(segs, seg{i, s})
+			audio = append(audio, s.audio)
+		}
+	}
+	words, err := cfg.Transcriber.Transcribe(ctx, scenes[0].Rate, audio)
+	if err != nil {
+		return nil, fmt.Errorf("eval: transcribe: %w", err)
+	}
+	plans := make([][]transcript, len(scenes))
+	for j, s := range segs {
+		if len(words[j]) == 0 {
+			continue
+		}
+		text := ""
+		for _, w := range words[j] {
+			text += w.Text + " "
+		}
+		last := words[j][len(words[j])-1].End
+		plans[s.scene] = append(plans[s.scene], transcript{
+			onset: s.sus.onset,
+			at:    s.sus.from + last + cfg.STTLatency,
+			text:  text,
+		})
+	}
+	var outs []outcome
+	for i, sc := range scenes {
+		o, _, err := play(cfg, Full, sc, plans[i])
+		if err != nil {
+			return nil, fmt.Errorf("eval: full: %s: %w", sc.Name, err)
+		}
+		outs = append(outs, o)
+	}
+	return outs, nil
+}
+
+// suspicion is a Suspect decision and the clean audio around it: from
+// 200 ms before the speech onset to when the arbiter must decide.
+type suspicion struct {
+	onset, from time.Duration
+	audio       []int16
+}
+
+// transcript is a recognition result planned for one suspicion.
+type transcript struct {
+	onset, at time.Duration
+	text      string
+	done      bool
+}
+
+// play runs one scene under one mode, frame by frame: the output plays the
+// agent's audio unless paused, the microphone hears its echo plus the
+// caller and the noise, and the arbiter decides.
+func play(cfg Config, m Mode, sc Scene, plan []transcript) (outcome, []suspicion, error) {
+	rate := sc.Rate
+	n := media.SamplesFor(rate, frameDur)
+	det, err := cfg.Detector(rate)
+	if err != nil {
+		return outcome{}, nil, err
+	}
+	if c, ok := det.(interface{ Close() error }); ok {
+		defer c.Close()
+	}
+	var aec Canceller
+	if m == AEC || m == Full {
+		if cfg.Canceller == nil {
+			return outcome{}, nil, errors.New("no echo canceller")
+		}
+		if aec, err = cfg.Canceller(rate); err != nil {
+			return outcome{}, nil, err
+		}
+		defer aec.Close()
+	}
+	acfg := cfg.Arbiter
+	switch m {
+	case None:
+		// Plain voice activity: speech over the agent interrupts it.
+		acfg.SpeakingThreshold = acfg.Segmenter.ActivationThreshold
+		if acfg.SpeakingThreshold == 0 {
+			acfg.SpeakingThreshold = vad.DefaultActivationThreshold
+		}
+		acfg.SpeakingMinSpeech = acfg.Segmenter.MinSpeech
+		if acfg.SpeakingMinSpeech == 0 {
+			acfg.SpeakingMinSpeech = vad.DefaultMinSpeech
+		}
+		acfg.NoResume = true
+	case Gating, AEC:
+		acfg.NoResume = true
+	}
+	arb := vad.NewArbiter(acfg)
+
+	type tap struct {
+		lag  int
+		gain float64
+	}
+	var taps []tap
+	for j, g := range sc.EchoTaps {
+		if g != 0 {
+			taps = append(taps, tap{sc.EchoDelay + j, g})
+		}
+	}
+	total := len(sc.User)
+	played := make([]int16, total) // what the output played, on the scene's timeline
+	mic := make([]int16, n)
+	clean := make([]int16, n)
+	cleanAll := make([]int16, 0, total)
+	cursor := 0 // next sample of sc.Agent to play
+	paused := false
+	lastAudible := time.Duration(-1)
+	o := outcome{silencedAt: -1}
+	var sus []suspicion
+	var suspectOnset, pausedSince time.Duration
+	onset := sc.UserOnset
+
+	for start := 0; start+n <= total; start += n {
+		at := durOf(rate, start)
+		// The output plays a frame, unless paused.
+		for i := range n {
+			var v int16
+			if !paused && !o.interrupted && cursor < len(sc.Agent) {
+				v = sc.Agent[cursor]
+				cursor++
+			}
+			played[start+i] = v
+			if v != 0 {
+				lastAudible = at
+			}
+		}
+		// The microphone hears the echo of what played, the caller and
+		// the noise.
+		for i := range n {
+			k := start + i
+			acc := float64(sc.User[k]) + float64(sc.Noise[k])
+			for _, t := range taps {
+				if p := k - t.lag; p >= 0 {
+					acc += t.gain * float64(played[p])
+				}
+			}
+			mic[i] = clamp(acc)
+		}
+		frame := mic
+		audible := lastAudible >= 0 && at-lastAudible <= arb.Config().EchoTail
+		if aec != nil {
+			aec.Playback(played[start : start+n])
+			if err := aec.Process(mic, clean); err != nil {
+				return outcome{}, nil, err
+			}
+			frame = clean
+			audible = aec.FarActive()
+			if d, ok := aec.Delay(); ok {
+				arb.SetEchoTail(d + 150*time.Millisecond)
+			}
+		}
+		cleanAll = append(cleanAll, frame...)
+		prob, err := det.Detect(media.Frame{Samples: frame, SampleRate: rate})
+		if err != nil {
+			return outcome{}, nil, err
+		}
+		now := at + frameDur
+		d := arb.Frame(prob, frameDur, audible)
+		// A planned transcript reaches the arbiter once it is due and its
+		// suspicion is pending; the recogniser's words come as they are
+		// recognised, so one due earlier waits for the suspicion.
+		for i := range plan {
+			if d.Action != vad.NoAction {
+				break
+			}
+			p := &plan[i]
+			if !p.done && p.at <= now && arb.Suspecting() && p.onset == suspectOnset {
+				p.done = true
+				d, _ = arb.Transcript(p.text, playedText(sc, cursor), audible)
+			}
+		}
+		switch d.Action {
+		case vad.Suspect:
+			paused, o.paused, suspectOnset, pausedSince = true, true, d.Onset, now
+			from := max(d.Onset-200*time.Millisecond, 0)
+			sus = append(sus, suspicion{onset: d.Onset, from: from})
+		case vad.Resume:
+			paused = false
+		case vad.Confirm:
+			if !o.interrupted {
+				o.interrupted, o.confirmedAt = true, now
+				// The agent went silent when the pause that ended in
+				// this confirmation began, or now.
+				silenced := now
+				if paused {
+					silenced = pausedSince
+				}
+				if onset >= 0 && now >= onset {
+					o.silencedAt = max(silenced-onset, 0)
+				}
+			}
+		}
+	}
+	// The recogniser hears each suspicion from just before its onset to
+	// the time the arbiter must decide by.
+	cfgd := arb.Config()
+	for i := range sus {
+		s := &sus[i]
+		from := media.SamplesFor(rate, s.from)
+		to := min(media.SamplesFor(rate, s.onset+cfgd.SpeakingMinSpeech+cfgd.ResumeAfter), len(cleanAll))
+		if from < to {
+			s.audio = slices.Clone(cleanAll[from:to])
+		}
+	}
+	return o, sus, nil
+}
+
+// playedText estimates the words played by the cursor: the agent's words
+// spread evenly over its audio.
+func playedText(sc Scene, cursor int) string {
+	words := vad.Words(sc.AgentText)
+	if len(sc.Agent) == 0 || len(words) == 0 {
+		return ""
+	}
+	k := min(len(words), int(math.Ceil(float64(len(words))*float64(cursor)/float64(len(sc.Agent))))+1)
+	out := ""
+	for _, w := range words[:k] {
+		out += w + " "
+	}
+	return out
+}
+
+func summarise(m Mode, vadName string, scenes []Scene, outs []outcome) Result {
+	r := Result{Mode: m, VAD: vadName, Clips: len(scenes), FalseBargeInByGain: map[string]float64{}}
+	if len(scenes) > 0 {
+		r.Rate = scenes[0].Rate
+	}
+	var falseLow, echoLow, paused, missed, backInt int
+	byGain := map[float64][2]int{}
+	var lat []float64
+	for i, sc := range scenes {
+		o := outs[i]
+		switch sc.Kind {
+		case Echo:
+			r.EchoClips++
+			g := byGain[sc.GainDB]
+			g[1]++
+			if o.interrupted {
+				g[0]++
+			}
+			byGain[sc.GainDB] = g
+			if sc.GainDB <= -6 {
+				echoLow++
+				if o.interrupted {
+					falseLow++
+				}
+			}
+			if o.paused {
+				paused++
+			}
+		case BargeIn:
+			r.BargeIns++
+			onset := sc.UserOnset
+			if !o.interrupted || o.confirmedAt < onset || o.silencedAt < 0 {
+				missed++
+				continue
+			}
+			lat = append(lat, float64(o.silencedAt)/float64(time.Millisecond))
+		case Backchannel:
+			r.Backchannels++
+			if o.interrupted {
+				backInt++
+			}
+		}
+	}
+	r.FalseBargeInRate = ratio(falseLow, echoLow)
+	for g, c := range byGain {
+		r.FalseBargeInByGain[strconv.FormatFloat(g, 'f', -1, 64)] = ratio(c[0], c[1])
+	}
+	r.PauseRate = ratio(paused, r.EchoClips)
+	r.MissRate = ratio(missed, r.BargeIns)
+	r.BackchannelRate = ratio(backInt, r.Backchannels)
+	r.DetectP50, r.DetectP95 = percentile(lat, 50), percentile(lat, 95)
+	return r
+}
+
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// percentile is the nearest-rank percentile of xs (0 for none).
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	k := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[max(k, 0)]
+}
+
+func clamp(v float64) int16 {
+	return int16(max(min(math.Round(v), math.MaxInt16), math.MinInt16))
+}
+
+func durOf(rate, samples int) time.Duration {
+	return time.Duration(samples) * time.Second / time.Duration(rate)
+}
