@@ -3,11 +3,13 @@ package runtime
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/scripted"
 	"github.com/holdline/holdline/vad"
 )
@@ -135,4 +137,89 @@ func TestPauseEndsAtItsDeadlineWithoutAudio(t *testing.T) {
 		h.waitFor(events.PlayoutDone, nil, 15*time.Second)
 		assertWholeGreeting(t, h)
 	})
+}
+
+// echoLine is a phone line that sends the agent's output back at a delay
+// and gain: what the sink got at time t reaches the caller's side at
+// t+delay.
+type echoLine struct {
+	mu    sync.Mutex
+	start time.Time
+	rate  int
+	line  []int16 // by sample index from start
+}
+
+func (l *echoLine) WriteFrame(f media.Frame) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	at := media.SamplesFor(l.rate, time.Since(l.start))
+	if need := at + len(f.Samples); need > len(l.line) {
+		l.line = append(l.line, make([]int16, need-len(l.line))...)
+	}
+	copy(l.line[at:], f.Samples)
+	return nil
+}
+
+// heard returns n samples of what the line carried, ending delay ago,
+// scaled by gain.
+func (l *echoLine) heard(n int, delay time.Duration, gain float64) []int16 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	end := media.SamplesFor(l.rate, time.Since(l.start)-delay)
+	out := make([]int16, n)
+	for i := range out {
+		if k := end - n + i; k >= 0 && k < len(l.line) {
+			out[i] = int16(gain * float64(l.line[k]))
+		}
+	}
+	return out
+}
+
+// The agent's own voice comes back on the line, loud: it must not
+// interrupt itself, and the whole greeting plays (KNOWN_FAILURES F).
+func TestAgentDoesNotInterruptItselfOnItsEcho(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		input InputConfig
+		// maxPauses: the canceller removes the echo, so the output does
+		// not even stutter; without it, pause and listen is all there is.
+		maxPauses int
+	}{
+		{"with the echo canceller", InputConfig{}, 1},
+		{"without it", InputConfig{NoEchoCancellation: true}, 1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				line := &echoLine{start: time.Now(), rate: media.Rate16k}
+				h := start(t, setup{responses: []scripted.Response{{TTFB: 200 * time.Millisecond, Text: greeting}},
+					opts: []Option{WithOutput(line, media.Rate16k), WithInput(tc.input)}})
+				if err := h.s.GenerateReply(context.Background(), ""); err != nil {
+					t.Fatal(err)
+				}
+				n := media.SamplesFor(media.Rate16k, 20*time.Millisecond)
+				for range 3000 {
+					time.Sleep(20 * time.Millisecond)
+					f := media.Frame{Samples: line.heard(n, 120*time.Millisecond, 0.5), SampleRate: media.Rate16k}
+					if err := h.s.PushAudio(context.Background(), f); err != nil {
+						t.Fatal(err)
+					}
+					if _, ok := h.find(events.PlayoutDone, nil); ok {
+						break
+					}
+				}
+				if e, ok := h.find(events.BargeInConfirmed, nil); ok {
+					t.Fatalf("the agent interrupted itself (%s):\n%s", e.Reason, h.timeline())
+				}
+				pauses := len(h.all(events.BargeInSuspected))
+				t.Logf("output paused %d times on its own echo", pauses)
+				if pauses > tc.maxPauses {
+					t.Errorf("output paused %d times on its own echo, want at most %d", pauses, tc.maxPauses)
+				}
+				done, ok := h.find(events.PlayoutDone, nil)
+				if !ok || done.Text != greeting {
+					t.Fatalf("the greeting did not play to its end:\n%s", h.timeline())
+				}
+			})
+		})
+	}
 }

@@ -1,9 +1,13 @@
 package runtime
 
-import "errors"
+import "github.com/holdline/holdline/media/aec"
 
 // newDefaultCanceller makes the echo canceller a session uses when none is
-// configured.
+// configured: libspeexdsp's, through media/aec.
 var newDefaultCanceller = func(rate int) (EchoCanceller, error) {
-	return nil, errors.New("no echo canceller built in yet")
+	c, err := aec.New(rate)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }

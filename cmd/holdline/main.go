@@ -41,6 +41,8 @@ const usage = `usage: holdline <command> [flags]
 commands:
   console   talk to an agent in the terminal (holdline console --agent booking)
   simulate  run scenario files in virtual time (holdline simulate examples/scenarios --sweep 200)
+  bargein-eval
+            measure barge-in decisions on a generated echo corpus, every mode side by side
 `
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -53,6 +55,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return consoleCmd(ctx, args[1:], stdin, stdout, stderr)
 	case "simulate":
 		return simulateCmd(ctx, args[1:], stdout, stderr)
+	case "bargein-eval":
+		return bargeinEvalCmd(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
