@@ -157,10 +157,12 @@ func Run(ctx context.Context, cfg Config, scenes []Scene, modes []Mode, vadName 
 	if cfg.STTLatency == 0 {
 		cfg.STTLatency = 300 * time.Millisecond
 	}
+	dets := &detectors{make: cfg.Detector}
+	defer dets.close()
 	outs := make([][]outcome, len(modes))
 	for i, m := range modes {
 		if m == Full && cfg.Transcriber != nil {
-			o, err := runWithTranscripts(ctx, cfg, scenes)
+			o, err := runWithTranscripts(ctx, cfg, dets, scenes)
 			if err != nil {
 				return nil, err
 			}
@@ -171,7 +173,7 @@ func Run(ctx context.Context, cfg Config, scenes []Scene, modes []Mode, vadName 
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			o, _, err := play(cfg, m, sc, nil)
+			o, _, err := play(cfg, dets, m, sc, nil)
 			if err != nil {
 				return nil, fmt.Errorf("eval: %s: %s: %w", m, sc.Name, err)
 			}
@@ -192,7 +194,7 @@ func Run(ctx context.Context, cfg Config, scenes []Scene, modes []Mode, vadName 
 // Until a transcript changes a decision both runs are the same, sample for
 // sample; a later suspicion that did not happen in the first run gets no
 // transcript.
-func runWithTranscripts(ctx context.Context, cfg Config, scenes []Scene) ([]outcome, error) {
+func runWithTranscripts(ctx context.Context, cfg Config, dets *detectors, scenes []Scene) ([]outcome, error) {
 	type seg struct {
 		scene int
 		sus   suspicion
@@ -200,7 +202,7 @@ func runWithTranscripts(ctx context.Context, cfg Config, scenes []Scene) ([]outc
 	var segs []seg
 	var audio [][]int16
 	for i, sc := range scenes {
-		_, sus, err := play(cfg, Full, sc, nil)
+		_, sus, err := play(cfg, dets, Full, sc, nil)
 		if err != nil {
 			return nil, fmt.Errorf("eval: full: %s: %w", sc.Name, err)
 		}
@@ -231,13 +233,44 @@ func runWithTranscripts(ctx context.Context, cfg Config, scenes []Scene) ([]outc
 	}
 	var outs []outcome
 	for i, sc := range scenes {
-		o, _, err := play(cfg, Full, sc, plans[i])
+		o, _, err := play(cfg, dets, Full, sc, plans[i])
 		if err != nil {
 			return nil, fmt.Errorf("eval: full: %s: %w", sc.Name, err)
 		}
 		outs = append(outs, o)
 	}
 	return outs, nil
+}
+
+// detectors hands out a fresh detector per scene, reusing one that can be
+// reset: a neural detector is costly to make.
+type detectors struct {
+	make func(rate int) (vad.Detector, error)
+	det  vad.Detector
+	rate int
+}
+
+type resetter interface{ Reset() }
+
+func (d *detectors) get(rate int) (vad.Detector, error) {
+	if r, ok := d.det.(resetter); ok && d.rate == rate {
+		r.Reset()
+		return d.det, nil
+	}
+	d.close()
+	det, err := d.make(rate)
+	if err != nil {
+		return nil, err
+	}
+	d.det, d.rate = det, rate
+	return det, nil
+}
+
+func (d *detectors) close() {
+	if c, ok := d.det.(interface{ Close() error }); ok {
+		c.Close()
+	}
+	d.det = nil
 }
 
 // suspicion is a Suspect decision and the clean audio around it: from
@@ -257,15 +290,12 @@ type transcript struct {
 // play runs one scene under one mode, frame by frame: the output plays the
 // agent's audio unless paused, the microphone hears its echo plus the
 // caller and the noise, and the arbiter decides.
-func play(cfg Config, m Mode, sc Scene, plan []transcript) (outcome, []suspicion, error) {
+func play(cfg Config, dets *detectors, m Mode, sc Scene, plan []transcript) (outcome, []suspicion, error) {
 	rate := sc.Rate
 	n := media.SamplesFor(rate, frameDur)
-	det, err := cfg.Detector(rate)
+	det, err := dets.get(rate)
 	if err != nil {
 		return outcome{}, nil, err
-	}
-	if c, ok := det.(interface{ Close() error }); ok {
-		defer c.Close()
 	}
 	var aec Canceller
 	if m == AEC || m == Full {

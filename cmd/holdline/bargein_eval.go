@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/holdline/holdline/media/aec"
+	"github.com/holdline/holdline/vad"
+	"github.com/holdline/holdline/vad/corpus"
+	"github.com/holdline/holdline/vad/eval"
+	"github.com/holdline/holdline/vad/silero"
+)
+
+func bargeinEvalCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bargein-eval", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print the results as a JSON array")
+	rate := fs.Int("rate", 16000, "sample rate of the calls, `8000 or 16000`")
+	detectors := fs.String("vad", "energy,silero", "voice activity detectors to compare, `LIST` of energy and silero")
+	seed := fs.Int64("seed", 1, "corpus seed")
+	noTranscripts := fs.Bool("no-transcripts", false, "run full without the transcript check (no pocketsphinx needed)")
+	small := fs.Bool("small", false, "a quarter of the corpus, for a quick look")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: holdline bargein-eval [--json] [--rate 8000|16000] [--vad energy,silero] [--seed S] [--no-transcripts] [--small]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	opts := corpus.Options{Rate: *rate, Seed: *seed}
+	if *small {
+		opts.EchoSentences, opts.BargeIns, opts.Backchannels = 1, 24, 10
+	}
+	start := time.Now()
+	clips, err := corpus.Generate(ctx, opts)
+	if err != nil {
+		return err
+	}
+	scenes := scenesOf(clips)
+	cfg := eval.Config{
+		Canceller: func(rate int) (eval.Canceller, error) { return aec.New(rate) },
+	}
+	if !*noTranscripts {
+		cfg.Transcriber = sphinx{vocab: corpus.Vocabulary(clips)}
+	}
+	var results []eval.Result
+	for _, name := range strings.Split(*detectors, ",") {
+		switch name = strings.TrimSpace(name); name {
+		case "energy":
+			cfg.Detector = func(int) (vad.Detector, error) { return vad.NewEnergy(), nil }
+		case "silero":
+			cfg.Detector = func(rate int) (vad.Detector, error) { return silero.New(rate) }
+		default:
+			return fmt.Errorf("unknown detector %q: want energy or silero", name)
+		}
+		res, err := eval.Run(ctx, cfg, scenes, eval.Modes, name)
+		if err != nil {
+			return err
+		}
+		results = append(results, res...)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(results)
+	}
+	fmt.Fprintf(stdout, "%d clips at %d Hz (%d echo-only, %d barge-ins, %d backchannels), seed %d, %v\n\n",
+		len(scenes), *rate, results[0].EchoClips, results[0].BargeIns, results[0].Backchannels, *seed, time.Since(start).Round(time.Second))
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "vad\tmode\tfalse ≤-6dB\tfalse -3dB\tmiss\tdetect p50\tdetect p95\tbackchannel\techo pauses\t")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.0f ms\t%.0f ms\t%s\t%s\t\n", r.VAD, r.Mode,
+			pct(r.FalseBargeInRate), pct(r.FalseBargeInByGain["-3"]), pct(r.MissRate),
+			r.DetectP50, r.DetectP95, pct(r.BackchannelRate), pct(r.PauseRate))
+	}
+	return tw.Flush()
+}
+
+func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
+
+// scenesOf turns corpus clips into evaluation scenes, in parts, so that
+// the echo follows what the output really plays.
+func scenesOf(clips []corpus.Clip) []eval.Scene {
+	out := make([]eval.Scene, len(clips))
+	for i, c := range clips {
+		user := c.User
+		if user == nil {
+			user = make([]int16, len(c.Near))
+		}
+		out[i] = eval.Scene{
+			Name: c.Name, Kind: eval.Kind(c.Kind), Rate: c.Rate,
+			Agent: c.Far, AgentText: c.AgentText,
+			EchoDelay: int(c.Delay * time.Duration(c.Rate) / time.Second), EchoTaps: c.EchoTaps,
+			User: user, Noise: c.Background,
+			UserOnset: c.UserOnset, GainDB: c.GainDB,
+		}
+	}
+	return out
+}
+
+// sphinx transcribes with pocketsphinx over the corpus vocabulary.
+type sphinx struct{ vocab []string }
+
+func (s sphinx) Transcribe(ctx context.Context, rate int, audio [][]int16) ([][]eval.Word, error) {
+	res, err := corpus.Transcribe(ctx, rate, audio, s.vocab)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]eval.Word, len(res))
+	for i, ws := range res {
+		for _, w := range ws {
+			out[i] = append(out[i], eval.Word{Text: w.Text, End: w.End})
+		}
+	}
+	return out, nil
+}
