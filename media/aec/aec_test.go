@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -423,9 +422,10 @@ func TestFarActive(t *testing.T) {
 	if !tr.ok[len(tr.ok)-1] {
 		t.Fatal("no delay locked")
 	}
-	// Locked, the window is the reference the filter sees: tail plus a
-	// frame, at the delay. It goes quiet 100 ms + one frame after the far
-	// end, and a tail later.
+	// Locked, the window is the reference the filter sees for the frame:
+	// a tail and a frame of it, at the delay. So FarActive stays on a
+	// little after the agent stops, while the echo is still to come, and
+	// goes off a delay and a tail later.
 	stop := 5 * time.Second
 	if !at(stop) {
 		t.Error("not FarActive at the end of the agent's speech, which is still to echo")
@@ -545,13 +545,7 @@ func TestFrameErrors(t *testing.T) {
 }
 
 func TestClose(t *testing.T) {
-	c, err := New(8000)
-	if errors.Is(err, ErrUnavailable) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newCanceller(t, 8000) // which closes it again at the end
 	f := c.FrameSize()
 	frame := make([]int16, f)
 	c.Playback(frame)
@@ -570,30 +564,6 @@ func TestClose(t *testing.T) {
 	c.Playback(frame) // no effect, no crash
 	c.Delay()
 	c.FarActive()
-}
-
-func TestMissingLibrary(t *testing.T) {
-	_, err := openLib([]string{"libspeexdsp-missing.so.9"})
-	if !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("got %v, want an error wrapping ErrUnavailable", err)
-	}
-	want := "aec: libspeexdsp-missing.so.9 not found: install the Debian package libspeexdsp1"
-	if !strings.HasPrefix(err.Error(), want) {
-		t.Errorf("error %q, want it to start with %q", err, want)
-	}
-	t.Log(err)
-
-	// A library that loads but is not speexdsp.
-	_, err = openLib([]string{"libm.so.6"})
-	if !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("got %v, want an error wrapping ErrUnavailable", err)
-	}
-	for _, s := range []string{"libm.so.6 has no symbol speex_echo_state_init", "libspeexdsp1"} {
-		if !strings.Contains(err.Error(), s) {
-			t.Errorf("error %q does not mention %q", err, s)
-		}
-	}
-	t.Log(err)
 }
 
 func TestZeroAllocs(t *testing.T) {

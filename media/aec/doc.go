@@ -32,5 +32,14 @@
 // package media's Player, feed every frame it writes to its Sink, and run
 // it WithIdleSilence so that the time nothing is said is counted too.
 //
-// The frame path allocates nothing: every buffer is allocated by New.
+// [Canceller.FarActive] tells whether the agent may be audible in the
+// frame just processed, for barge-in logic that wants to hold the VAD to a
+// higher bar while echo is possible; [Canceller.Delay] tells the echo's
+// delay once it is known.
+//
+// The frame path allocates nothing: every buffer is allocated by New. Its
+// cost is speex's: on the 2-core development machine a 20 ms frame takes
+// about 0.6–0.8% of a core at 16 kHz (half of it the residual echo
+// suppressor) and 0.3–0.4% at 8 kHz; the delay search adds under 10 µs a
+// frame on average.
 package aec

@@ -1,3 +1,7 @@
+//go:build cgo
+
+// The example needs libspeexdsp, which needs cgo.
+
 package aec_test
 
 import (

@@ -133,46 +133,30 @@ static void aec_free(const aec_lib *l, void *echo, void *pre) {
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"unsafe"
 )
 
-// ErrUnavailable is wrapped by the error [New] returns when libspeexdsp
-// cannot be loaded. The message says what to install; test for it with
-// errors.Is to run without echo cancellation.
-var ErrUnavailable = errors.New("aec: libspeexdsp unavailable")
-
-// The library is looked up under these names, in order: the runtime
-// package ships the first, the -dev package adds the second.
-var libNames = []string{"libspeexdsp.so.1", "libspeexdsp.so"}
-
-// libPackage is the Debian package that provides libNames[0].
-const libPackage = "libspeexdsp1"
-
-// unavailableError keeps its own message while wrapping ErrUnavailable.
-type unavailableError struct{ msg string }
-
-func (e *unavailableError) Error() string { return e.msg }
-func (e *unavailableError) Unwrap() error { return ErrUnavailable }
+// cLib is the table of speexdsp functions.
+type cLib = C.aec_lib
 
 var lib struct {
 	once sync.Once
-	l    *C.aec_lib // in C memory, never freed
+	l    *cLib // in C memory, never freed
 	err  error
 }
 
 // loadLib loads libspeexdsp once per process.
-func loadLib() (*C.aec_lib, error) {
+func loadLib() (*cLib, error) {
 	lib.once.Do(func() { lib.l, lib.err = openLib(libNames) })
 	return lib.l, lib.err
 }
 
 // openLib tries each name in turn and returns the functions of the first
 // that loads with all of them.
-func openLib(names []string) (*C.aec_lib, error) {
+func openLib(names []string) (*cLib, error) {
 	l := (*C.aec_lib)(C.calloc(1, C.size_t(unsafe.Sizeof(C.aec_lib{}))))
 	if l == nil {
 		return nil, &unavailableError{"aec: out of memory loading libspeexdsp"}
@@ -205,27 +189,28 @@ func openLib(names []string) (*C.aec_lib, error) {
 		names[0], libPackage, strings.Join(reasons, "; "))}
 }
 
-// speexState is the C side of one Canceller. It is its own allocation so
-// that a cleanup can free it if a Canceller is dropped without Close.
+// speexState is the C side of one Canceller. It holds no Go pointers, so
+// that a copy can go to the cleanup that frees it if the Canceller is
+// dropped without Close.
 type speexState struct {
-	l    *C.aec_lib
+	l    *cLib
 	echo unsafe.Pointer // SpeexEchoState*
 	pre  unsafe.Pointer // SpeexPreprocessState*, nil without suppression
 }
 
 // newSpeex makes the echo canceller and, if suppress, the preprocessor
 // that removes its residual echo.
-func newSpeex(l *C.aec_lib, frame, filter, rate int, suppress bool, echoSuppress, echoSuppressActive int) (speexState, error) {
+func newSpeex(l *cLib, frame, filter, rate int, suppress bool, echoSuppress, echoSuppressActive int) (speexState, error) {
 	s := speexState{l: l}
 	s.echo = C.aec_echo_new(l, C.int(frame), C.int(filter), C.int(rate))
 	if s.echo == nil {
-		return s, fmt.Errorf("aec: speex_echo_state_init(%d, %d) failed", frame, filter)
+		return speexState{}, fmt.Errorf("aec: speex_echo_state_init(%d, %d) failed", frame, filter)
 	}
 	if suppress {
 		s.pre = C.aec_pre_new(l, s.echo, C.int(frame), C.int(rate), C.int(echoSuppress), C.int(echoSuppressActive))
 		if s.pre == nil {
 			s.free()
-			return s, fmt.Errorf("aec: speex_preprocess_state_init(%d, %d) failed", frame, rate)
+			return speexState{}, fmt.Errorf("aec: speex_preprocess_state_init(%d, %d) failed", frame, rate)
 		}
 	}
 	return s, nil
