@@ -26,6 +26,7 @@ func bargeinEvalCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 	seed := fs.Int64("seed", 1, "corpus seed")
 	noTranscripts := fs.Bool("no-transcripts", false, "run full without the transcript check (no pocketsphinx needed)")
 	small := fs.Bool("small", false, "a quarter of the corpus, for a quick look")
+	confirmWords := fs.Int("confirm-words", 0, "recognised words, neither echo nor backchannel, that confirm a barge-in (0: the arbiter's default)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: holdline bargein-eval [--json] [--rate 8000|16000] [--vad energy,silero] [--seed S] [--no-transcripts] [--small]")
 		fs.PrintDefaults()
@@ -45,6 +46,7 @@ func bargeinEvalCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 	scenes := scenesOf(clips)
 	cfg := eval.Config{
 		Canceller: func(rate int) (eval.Canceller, error) { return aec.New(rate) },
+		Arbiter:   vad.ArbiterConfig{ConfirmWords: *confirmWords},
 	}
 	if !*noTranscripts {
 		cfg.Transcriber = sphinx{vocab: corpus.Vocabulary(clips)}
