@@ -347,27 +347,22 @@ func (c *Canceller) accept(d int64) {
 // readFar copies far samples [start, start+len(dst)) into dst: zeros for
 // those not written yet or already overwritten. c.mu must be held.
 func (c *Canceller) readFar(dst []int16, start int64) {
-	end := start + int64(len(dst))
-	lo := max(start, c.w-int64(len(c.far)), 0)
-	hi := min(end, c.w)
-	if lo >= hi {
-		clear(dst)
-		return
-	}
-	clear(dst[:lo-start])
-	clear(dst[hi-start:])
-	seg := dst[lo-start : hi-start]
-	i := lo & c.farMask
-	k := copy(seg, c.far[i:])
-	copy(seg[k:], c.far)
+	readRing(dst, c.far, c.farMask, c.w, start)
 }
 
 // readFarDec copies decimated far blocks [start, start+len(dst)) into
 // dst, zeros where there is none. c.mu must be held.
 func (c *Canceller) readFarDec(dst []float32, start int64) {
+	readRing(dst, c.farDec, c.decMask, c.farDecN, start)
+}
+
+// readRing copies items [start, start+len(dst)) of a power-of-two ring
+// that has had written items put in it: zeros for those not written yet
+// or already overwritten.
+func readRing[T int16 | float32](dst, ring []T, mask, written, start int64) {
 	end := start + int64(len(dst))
-	lo := max(start, c.farDecN-int64(len(c.farDec)), 0)
-	hi := min(end, c.farDecN)
+	lo := max(start, written-int64(len(ring)), 0)
+	hi := min(end, written)
 	if lo >= hi {
 		clear(dst)
 		return
@@ -375,9 +370,8 @@ func (c *Canceller) readFarDec(dst []float32, start int64) {
 	clear(dst[:lo-start])
 	clear(dst[hi-start:])
 	seg := dst[lo-start : hi-start]
-	i := lo & c.decMask
-	k := copy(seg, c.farDec[i:])
-	copy(seg[k:], c.farDec)
+	k := copy(seg, ring[lo&mask:])
+	copy(seg[k:], ring)
 }
 
 // audible reports whether any activeWindow of far samples in [from, to),

@@ -167,34 +167,19 @@ func roomResponse(rng *rand.Rand, rate int) []tap {
 // reflections add energy, so the response is normalised first). Echo that
 // would fall past n samples is cut off.
 func echoOf(far []int16, taps []tap, delay int, gainDB float64, n int) []float64 {
-	maxLag := 0
-	for _, t := range taps {
-		maxLag = max(maxLag, t.lag)
-	}
-	conv := make([]float64, len(far)+maxLag)
-	for _, t := range taps {
-		for i, v := range far {
-			conv[i+t.lag] += t.gain * float64(v)
-		}
-	}
-	var ef, ec float64
-	for _, v := range far {
-		ef += float64(v) * float64(v)
-	}
-	for _, v := range conv {
-		ec += v * v
-	}
+	h := echoTaps(far, taps, gainDB)
 	out := make([]float64, n)
-	if ec == 0 {
-		return out
-	}
-	g := math.Sqrt(ef/ec) * math.Pow(10, gainDB/20)
-	for i, v := range conv {
-		j := i + delay
-		if j >= n {
-			break
+	for lag, g := range h {
+		if g == 0 {
+			continue
 		}
-		out[j] = g * v
+		for i, v := range far {
+			j := i + lag + delay
+			if j >= n {
+				break
+			}
+			out[j] += g * float64(v)
+		}
 	}
 	return out
 }
