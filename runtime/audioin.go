@@ -34,6 +34,11 @@ type EchoCanceller interface {
 	Close() error
 }
 
+// echoJudge is an EchoCanceller that can tell that a frame holds nothing
+// but the echo (media/aec's Canceller can): louder than the canceller's
+// residual, but not louder than the line's echo of what was played.
+type echoJudge interface{ EchoOnly() bool }
+
 // InputConfig sets how caller audio is judged.
 type InputConfig struct {
 	// Detector scores each frame (default: vad.NewEnergy()).
@@ -98,9 +103,9 @@ type audioInput struct {
 	pending, clean []int16
 	frames         int
 
-	// audibleNow is whether the agent was audible in the last frame
-	// judged, for the transcript relay.
-	audibleNow atomic.Bool
+	// agentNow is what the agent's output was doing in the last frame
+	// judged (a vad.Agent), for the transcript relay.
+	agentNow atomic.Uint32
 	// endPending: the transcript relay ruled a suspicion out; the frame
 	// path ends the utterance (Stream.EndOfSpeech belongs to the writer).
 	endPending atomic.Bool
@@ -161,7 +166,7 @@ func (a *audioInput) start(ctx context.Context, g *errgroup.Group) error {
 // that are the agent's own, or a backchannel, while the agent is audible
 // never become the caller's turn.
 func (a *audioInput) relay(ctx context.Context, tr stt.Transcript) {
-	played, audible := "", a.audibleNow.Load()
+	played, agent := "", vad.Agent(a.agentNow.Load())
 	if len(vad.Words(tr.Text)) > 0 {
 		// What was played matters also just after a resume, when the
 		// agent may be silent for a moment.
@@ -170,7 +175,7 @@ func (a *audioInput) relay(ctx context.Context, tr stt.Transcript) {
 		cancel()
 	}
 	a.mu.Lock()
-	d, keep := a.arb.Transcript(tr.Text, played, audible)
+	d, keep := a.arb.Transcript(tr.Text, played, agent)
 	a.mu.Unlock()
 	if d.Action == vad.Resume {
 		a.endPending.Store(true)
@@ -184,12 +189,22 @@ func (a *audioInput) relay(ctx context.Context, tr stt.Transcript) {
 	}
 }
 
-// audible reports whether the agent may be heard in the caller's audio now.
-func (a *audioInput) audible() bool {
+// agent reports what the agent's output is doing, as the caller's audio
+// now may hear it.
+func (a *audioInput) agent() vad.Agent {
+	audible := false
 	if a.aec != nil {
-		return a.aec.FarActive()
+		audible = a.aec.FarActive()
+	} else {
+		audible = a.tap.audibleWithin(a.arb.Config().EchoTail)
 	}
-	return a.tap.audibleWithin(a.arb.Config().EchoTail)
+	switch {
+	case audible:
+		return vad.AgentAudible
+	case a.s.agentTurn.Load():
+		return vad.AgentTurn
+	}
+	return vad.AgentSilent
 }
 
 func (a *audioInput) push(ctx context.Context, f media.Frame) error {
@@ -229,11 +244,15 @@ func (a *audioInput) judge(ctx context.Context, f media.Frame) error {
 	if err != nil {
 		return fmt.Errorf("runtime: voice activity: %w", err)
 	}
-	audible := a.audible()
-	a.audibleNow.Store(audible)
+	if j, ok := a.aec.(echoJudge); ok && j.EchoOnly() {
+		// Too quiet, next to what was played, to be anything but its echo.
+		prob = 0
+	}
+	agent := a.agent()
+	a.agentNow.Store(uint32(agent))
 	a.mu.Lock()
 	stream := a.stream
-	d := a.arb.Frame(prob, f.Duration(), audible)
+	d := a.arb.Frame(prob, f.Duration(), agent)
 	a.mu.Unlock()
 	if stream != nil {
 		if err := stream.Write(f); err != nil {

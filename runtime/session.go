@@ -171,6 +171,9 @@ type Session struct {
 	player  *media.Player
 	in      *audioInput
 	running atomic.Bool
+	// agentTurn: a turn of the agent's holds the floor (see
+	// conductor.speaking), as of the last input the conductor handled.
+	agentTurn atomic.Bool
 	// ownAEC: the session made the echo canceller and closes it.
 	ownAEC EchoCanceller
 }
@@ -310,6 +313,9 @@ func (s *Session) Run(ctx context.Context) error {
 			return err
 		case in := <-s.mailbox:
 			c.handle(in)
+			// The caller-audio path reads this without asking the
+			// conductor: a turn under way is what speech interrupts.
+			s.agentTurn.Store(c.speaking())
 		}
 	}
 }

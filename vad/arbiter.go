@@ -49,6 +49,35 @@ func (a Action) String() string {
 	return fmt.Sprintf("Action(%d)", int(a))
 }
 
+// Agent is what the agent's output is doing, as far as the caller's
+// audio is concerned.
+type Agent uint8
+
+// Agent states.
+const (
+	// AgentSilent: no turn of the agent's is under way; speech is
+	// ordinary turn-taking.
+	AgentSilent Agent = iota
+	// AgentTurn: a turn is under way but nothing it played can be heard
+	// in this frame (a pause between its words, or it has not begun to
+	// play): speech interrupts it, and no echo can be mistaken for it.
+	AgentTurn
+	// AgentAudible: the agent's voice may be in this frame, as echo.
+	AgentAudible
+)
+
+func (g Agent) String() string {
+	switch g {
+	case AgentSilent:
+		return "silent"
+	case AgentTurn:
+		return "turn"
+	case AgentAudible:
+		return "audible"
+	}
+	return fmt.Sprintf("Agent(%d)", int(g))
+}
+
 // Decision is an Arbiter's verdict with the reason for it.
 type Decision struct {
 	Action Action
@@ -79,8 +108,10 @@ type ArbiterConfig struct {
 	// is audible, to count as the caller (default 0.7): echo left over by
 	// the canceller scores lower than a caller close to the microphone.
 	SpeakingThreshold float32
-	// SpeakingMinSpeech is how long such frames must last, without a
-	// break, before the arbiter suspects a barge-in (default 160 ms).
+	// SpeakingMinSpeech is how long speech during the agent's turn must
+	// last, without a break, before the arbiter suspects a barge-in
+	// (default 100 ms). In a pause between the agent's words the frames
+	// need only the segmenter's activation threshold.
 	SpeakingMinSpeech time.Duration
 	// NoResume confirms a barge-in at once, on SpeakingThreshold and
 	// SpeakingMinSpeech alone, with no pause and no transcript check.
@@ -121,7 +152,7 @@ var DefaultBackchannels = []string{
 // Arbiter defaults.
 const (
 	DefaultSpeakingThreshold = 0.7
-	DefaultSpeakingMinSpeech = 160 * time.Millisecond
+	DefaultSpeakingMinSpeech = 100 * time.Millisecond
 	DefaultEchoTail          = 300 * time.Millisecond
 	DefaultConfirmSpeech     = 200 * time.Millisecond
 	DefaultResumeAfter       = 800 * time.Millisecond
@@ -193,17 +224,20 @@ type Arbiter struct {
 
 	elapsed time.Duration
 	state   arbiterState
-	// run is the current run of frames at or above SpeakingThreshold
-	// while the agent is audible; runStart when it began.
+	// run is the current run of frames at or above the threshold while
+	// a turn is under way; runStart when it began; runAudible whether the
+	// agent was audible in any of them.
 	run, runStart time.Duration
+	runAudible    bool
 	// needBreak: after a Resume, a new suspicion needs the probability to
 	// fall first, so one long sound is not suspected over and over.
 	needBreak bool
-	// suspectedAt and onset of the pending suspicion; heard is the speech
-	// counted after its echo tail.
-	suspectedAt, onset, heard time.Duration
-	resumedAt                 time.Duration
-	resumed                   bool
+	// suspectedAt and onset of the pending suspicion; tail is how long
+	// its echo may last (none if the agent was not audible); heard is the
+	// speech counted after it.
+	suspectedAt, onset, heard, tail time.Duration
+	resumedAt                       time.Duration
+	resumed                         bool
 	// quietRun is silence while the caller holds the floor.
 	quietRun time.Duration
 	// segBase is the audio time at which seg was last reset: its times
@@ -250,9 +284,9 @@ func (a *Arbiter) Suspecting() bool { return a.state == stateSuspected }
 // Speaking reports whether the caller holds the floor.
 func (a *Arbiter) Speaking() bool { return a.state == stateSpeaking }
 
-// Frame takes the speech probability of a frame lasting d and whether the
-// agent may be audible in it, and returns what changed.
-func (a *Arbiter) Frame(prob float32, d time.Duration, agentAudible bool) Decision {
+// Frame takes the speech probability of a frame lasting d and what the
+// agent's output is doing, and returns what changed.
+func (a *Arbiter) Frame(prob float32, d time.Duration, agent Agent) Decision {
 	at := a.elapsed
 	a.elapsed += d
 	switch a.state {
@@ -261,7 +295,7 @@ func (a *Arbiter) Frame(prob float32, d time.Duration, agentAudible bool) Decisi
 	case stateSpeaking:
 		return a.speaking(prob, d)
 	}
-	if !agentAudible {
+	if agent == AgentSilent {
 		a.run, a.needBreak = 0, false
 		if a.seg.Push(prob, d) == Started {
 			a.state, a.quietRun, a.onset = stateSpeaking, 0, a.segBase+a.seg.SpeechStartedAt()
@@ -269,9 +303,14 @@ func (a *Arbiter) Frame(prob float32, d time.Duration, agentAudible bool) Decisi
 		}
 		return Decision{}
 	}
-	// The agent may be audible: its echo must not start a turn.
+	// A turn is under way: speech interrupts it only if it holds, and
+	// while the agent is audible its echo must not count.
 	a.resetSeg()
-	if prob < a.cfg.SpeakingThreshold {
+	threshold := a.cfg.Segmenter.ActivationThreshold
+	if agent == AgentAudible {
+		threshold = a.cfg.SpeakingThreshold
+	}
+	if prob < threshold {
 		a.run, a.needBreak = 0, false
 		return Decision{}
 	}
@@ -279,9 +318,10 @@ func (a *Arbiter) Frame(prob float32, d time.Duration, agentAudible bool) Decisi
 		return Decision{}
 	}
 	if a.run == 0 {
-		a.runStart = at
+		a.runStart, a.runAudible = at, false
 	}
 	a.run += d
+	a.runAudible = a.runAudible || agent == AgentAudible
 	if a.run < a.cfg.SpeakingMinSpeech {
 		return Decision{}
 	}
@@ -291,13 +331,16 @@ func (a *Arbiter) Frame(prob float32, d time.Duration, agentAudible bool) Decisi
 		return Decision{Action: Confirm, Reason: ReasonOverAgent, Onset: a.onset}
 	}
 	a.state = stateSuspected
-	a.suspectedAt, a.onset, a.heard = a.elapsed, a.runStart, 0
+	a.suspectedAt, a.onset, a.heard, a.tail = a.elapsed, a.runStart, 0, 0
+	if a.runAudible {
+		a.tail = a.cfg.EchoTail
+	}
 	return Decision{Action: Suspect, Reason: ReasonOverAgent, Onset: a.runStart}
 }
 
 // listen runs while a suspicion is pending and the output is paused.
 func (a *Arbiter) listen(prob float32, at, d time.Duration) Decision {
-	if at >= a.suspectedAt+a.cfg.EchoTail && prob >= a.cfg.Segmenter.ActivationThreshold {
+	if at >= a.suspectedAt+a.tail && prob >= a.cfg.Segmenter.ActivationThreshold {
 		a.heard += d
 		if a.heard >= a.cfg.ConfirmSpeech {
 			return a.confirm(ReasonSpeechContinued)
@@ -337,18 +380,19 @@ func (a *Arbiter) resume(reason string) Decision {
 	return Decision{Action: Resume, Reason: reason, Onset: a.onset}
 }
 
-// Transcript takes a recognition result (interim or final) and the words
-// the agent played in the last few seconds. It returns what changed and
-// whether the transcript is the caller's: a backchannel or the agent's own
-// words heard while the agent is audible (or just after a Resume) are not,
-// and the caller's turn must not include them.
-func (a *Arbiter) Transcript(text, played string, agentAudible bool) (d Decision, keep bool) {
+// Transcript takes a recognition result (interim or final), the words the
+// agent played in the last few seconds and what the agent's output is
+// doing. It returns what changed and whether the transcript is the
+// caller's: a backchannel or the agent's own words heard during its turn
+// (or just after a Resume) are not, and the caller's turn must not include
+// them.
+func (a *Arbiter) Transcript(text, played string, agent Agent) (d Decision, keep bool) {
 	words := Words(text)
 	if len(words) == 0 {
 		return Decision{}, false
 	}
 	recent := a.resumed && a.elapsed-a.resumedAt <= a.cfg.DropAfterResume
-	judging := a.state == stateSuspected || (a.state == stateQuiet && (agentAudible || recent))
+	judging := a.state == stateSuspected || (a.state == stateQuiet && (agent != AgentSilent || recent))
 	if !judging {
 		return Decision{}, true
 	}

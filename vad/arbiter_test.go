@@ -16,9 +16,17 @@ type made struct {
 }
 
 func feed(a *Arbiter, prob float32, d time.Duration, audible bool) []made {
+	agent := AgentSilent
+	if audible {
+		agent = AgentAudible
+	}
+	return feedAgent(a, prob, d, agent)
+}
+
+func feedAgent(a *Arbiter, prob float32, d time.Duration, agent Agent) []made {
 	var out []made
 	for range int(d / step) {
-		if dec := a.Frame(prob, step, audible); dec.Action != NoAction {
+		if dec := a.Frame(prob, step, agent); dec.Action != NoAction {
 			out = append(out, made{a.Elapsed(), dec})
 		}
 	}
@@ -50,8 +58,8 @@ func TestArbiterEchoBelowRaisedThresholdIsIgnored(t *testing.T) {
 	}
 	// Short loud blips while the agent speaks are ignored too.
 	for range 10 {
-		if got := append(feed(a, 0.95, 140*time.Millisecond, true), feed(a, 0.1, 100*time.Millisecond, true)...); len(got) != 0 {
-			t.Fatalf("140 ms blips: %+v, want nothing", got)
+		if got := append(feed(a, 0.95, DefaultSpeakingMinSpeech-step, true), feed(a, 0.1, 100*time.Millisecond, true)...); len(got) != 0 {
+			t.Fatalf("blips shorter than the minimum: %+v, want nothing", got)
 		}
 	}
 }
@@ -92,7 +100,7 @@ func TestArbiterResumesWhenSpeechDiesWithTheOutput(t *testing.T) {
 	// One long sound is not suspected again without a break.
 	a2 := NewArbiter(ArbiterConfig{})
 	feed(a2, 0.9, 200*time.Millisecond, true)
-	if d, _ := a2.Transcript("mm-hmm", "", true); d.Action != Resume {
+	if d, _ := a2.Transcript("mm-hmm", "", AgentAudible); d.Action != Resume {
 		t.Fatalf("backchannel: %+v, want resume", d)
 	}
 	if got = feed(a2, 0.9, 3*time.Second, true); len(got) != 0 {
@@ -135,7 +143,7 @@ func TestArbiterTranscriptCheck(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := suspected()
-			d, keep := a.Transcript(tc.text, played, true)
+			d, keep := a.Transcript(tc.text, played, AgentAudible)
 			if d.Action != tc.want || d.Reason != tc.reason || keep != tc.keep {
 				t.Fatalf("Transcript(%q) = %+v keep=%v, want %v %q keep=%v", tc.text, d, keep, tc.want, tc.reason, tc.keep)
 			}
@@ -145,7 +153,7 @@ func TestArbiterTranscriptCheck(t *testing.T) {
 	t.Run("words the VAD missed confirm while the agent speaks", func(t *testing.T) {
 		a := NewArbiter(ArbiterConfig{})
 		feed(a, 0.2, time.Second, true)
-		d, keep := a.Transcript("hold on please", played, true)
+		d, keep := a.Transcript("hold on please", played, AgentAudible)
 		if d.Action != Confirm || d.Reason != ReasonTranscript || !keep || d.Onset != time.Second {
 			t.Fatalf("got %+v keep=%v, want confirm by transcript at 1s", d, keep)
 		}
@@ -153,24 +161,24 @@ func TestArbiterTranscriptCheck(t *testing.T) {
 	t.Run("echo heard while the agent speaks is dropped", func(t *testing.T) {
 		a := NewArbiter(ArbiterConfig{})
 		feed(a, 0.2, time.Second, true)
-		if d, keep := a.Transcript("book a table", played, true); d.Action != NoAction || d.Reason != ReasonEchoTranscript || keep {
+		if d, keep := a.Transcript("book a table", played, AgentAudible); d.Action != NoAction || d.Reason != ReasonEchoTranscript || keep {
 			t.Fatalf("got %+v keep=%v, want dropped as echo", d, keep)
 		}
 	})
 	t.Run("a late final of a resumed backchannel is dropped, a later turn is kept", func(t *testing.T) {
 		a := suspected()
 		feed(a, 0.05, time.Second, false) // resumes
-		if _, keep := a.Transcript("yeah", played, false); keep {
+		if _, keep := a.Transcript("yeah", played, AgentSilent); keep {
 			t.Fatal("late backchannel kept")
 		}
 		feed(a, 0.05, 3*time.Second, false)
-		if _, keep := a.Transcript("yeah", played, false); !keep {
+		if _, keep := a.Transcript("yeah", played, AgentSilent); !keep {
 			t.Fatal("a yes to a question, long after, was dropped")
 		}
 	})
 	t.Run("transcripts while the agent is silent are the caller's", func(t *testing.T) {
 		a := NewArbiter(ArbiterConfig{})
-		if d, keep := a.Transcript("table for four", played, false); d.Action != NoAction || !keep {
+		if d, keep := a.Transcript("table for four", played, AgentSilent); d.Action != NoAction || !keep {
 			t.Fatalf("got %+v keep=%v", d, keep)
 		}
 	})
@@ -203,9 +211,29 @@ func TestArbiterFrameAllocatesNothing(t *testing.T) {
 	i := 0
 	allocs := testing.AllocsPerRun(1000, func() {
 		i++
-		a.Frame(float32(i%50)/50, step, i%100 < 50)
+		a.Frame(float32(i%50)/50, step, Agent(i/50%3))
 	})
 	if allocs != 0 {
 		t.Fatalf("Frame allocates %v per call", allocs)
+	}
+}
+
+func TestArbiterSpeechInAPauseOfTheAgentsTurnInterrupts(t *testing.T) {
+	a := NewArbiter(ArbiterConfig{})
+	feed(a, 0.1, time.Second, true)
+	// Between the agent's words nothing it played can be heard: the
+	// plain activation threshold counts, and no echo tail is waited out.
+	got := feedAgent(a, 0.6, 2*time.Second, AgentTurn)
+	want := []made{
+		{time.Second + DefaultSpeakingMinSpeech, Decision{Action: Suspect, Reason: ReasonOverAgent, Onset: time.Second}},
+		{time.Second + DefaultSpeakingMinSpeech + DefaultConfirmSpeech, Decision{Action: Confirm, Reason: ReasonSpeechContinued, Onset: time.Second}},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("caller in a pause of the agent's turn:\n got %+v\nwant %+v", got, want)
+	}
+	// The same speech with no turn under way is ordinary turn-taking.
+	b := NewArbiter(ArbiterConfig{})
+	if got := feedAgent(b, 0.6, time.Second, AgentSilent); len(got) != 1 || got[0].d.Action != SpeechStart {
+		t.Fatalf("with no turn under way: %+v, want speech_start", got)
 	}
 }

@@ -27,6 +27,10 @@ func bargeinEvalCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 	noTranscripts := fs.Bool("no-transcripts", false, "run full without the transcript check (no pocketsphinx needed)")
 	small := fs.Bool("small", false, "a quarter of the corpus, for a quick look")
 	confirmWords := fs.Int("confirm-words", 0, "recognised words, neither echo nor backchannel, that confirm a barge-in (0: the arbiter's default)")
+	threshold := fs.Float64("speaking-threshold", 0, "speech probability needed over the agent (0: the arbiter's default)")
+	minSpeech := fs.Duration("speaking-min-speech", 0, "speech over the agent that makes a suspicion (0: the arbiter's default)")
+	confirmSpeech := fs.Duration("confirm-speech", 0, "speech after the echo tail that confirms a suspicion (0: the arbiter's default)")
+	trace := fs.Bool("trace", false, "print, for full mode, the decisions in every scene that went wrong")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: holdline bargein-eval [--json] [--rate 8000|16000] [--vad energy,silero] [--seed S] [--no-transcripts] [--small]")
 		fs.PrintDefaults()
@@ -46,7 +50,28 @@ func bargeinEvalCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 	scenes := scenesOf(clips)
 	cfg := eval.Config{
 		Canceller: func(rate int) (eval.Canceller, error) { return aec.New(rate) },
-		Arbiter:   vad.ArbiterConfig{ConfirmWords: *confirmWords},
+		Arbiter: vad.ArbiterConfig{
+			ConfirmWords:      *confirmWords,
+			SpeakingThreshold: float32(*threshold),
+			SpeakingMinSpeech: *minSpeech,
+			ConfirmSpeech:     *confirmSpeech,
+		},
+	}
+	if *trace {
+		cfg.Trace = func(m eval.Mode, sc eval.Scene, t eval.Trace) {
+			if m != eval.Full && m != eval.FullCold {
+				return
+			}
+			wrong := t.Interrupted != (sc.Kind == eval.BargeIn)
+			slow := sc.Kind == eval.BargeIn && t.Detect > 250*time.Millisecond
+			if !wrong && !slow {
+				return
+			}
+			fmt.Fprintf(stderr, "%s %s onset=%.2fs interrupted=%v detect=%v\n", m, sc.Name, sc.UserOnset.Seconds(), t.Interrupted, t.Detect)
+			for _, d := range t.Decisions {
+				fmt.Fprintf(stderr, "    %s\n", d)
+			}
+		}
 	}
 	if !*noTranscripts {
 		cfg.Transcriber = sphinx{vocab: corpus.Vocabulary(clips)}
@@ -101,9 +126,23 @@ func scenesOf(clips []corpus.Clip) []eval.Scene {
 			EchoDelay: int(c.Delay * time.Duration(c.Rate) / time.Second), EchoTaps: c.EchoTaps,
 			User: user, Noise: c.Background,
 			UserOnset: c.UserOnset, GainDB: c.GainDB,
+			Before: earlierTurn(clips, i),
 		}
 	}
 	return out
+}
+
+// earlierTurn picks, for clip i, what the agent said in an earlier turn of
+// the call: the nearest clip before it (or after, for the first) with
+// another sentence.
+func earlierTurn(clips []corpus.Clip, i int) []int16 {
+	for k := 1; k < len(clips); k++ {
+		j := (i - k + len(clips)) % len(clips)
+		if clips[j].AgentText != clips[i].AgentText {
+			return clips[j].Far
+		}
+	}
+	return nil
 }
 
 // sphinx transcribes with pocketsphinx over the corpus vocabulary.

@@ -43,6 +43,24 @@ const (
 	// measured over activeWindow.
 	activeDBFS   = -50.0
 	activeWindow = 10 * time.Millisecond
+	// Until the filter has converged, a frame is taken for echo alone
+	// when it is quieter than the loudest far audio that can echo in it
+	// by echoOnlyDB: a line returns its echo at least 6 dB down (the
+	// G.168 assumption network cancellers make), and 3 dB of that is
+	// margin. Once it has converged the output's residual echo is lower
+	// still, by the filter's enhancement (convergedDB or more), and the
+	// bound is convergedEchoDB. A louder frame is the caller, and is
+	// taken for the caller for talkHangover after, so the quiet parts of
+	// their words count.
+	echoOnlyDB      = -3.0
+	convergedEchoDB = -15.0
+	talkHangover    = 200 * time.Millisecond
+	// The filter counts as converged once the output has been
+	// convergedDB below the input, over far-active frames, for
+	// convergedFor: an echo return loss enhancement only a working
+	// filter gives.
+	convergedDB  = 12.0
+	convergedFor = 200 * time.Millisecond
 )
 
 // Option configures a Canceller; see New.
@@ -132,9 +150,20 @@ type Canceller struct {
 	ref     []int16
 	est     estimator
 
+	// Double-talk, Process side: the input and output powers smoothed
+	// over far-active frames, how long the filter has looked converged,
+	// and the caller's hangover, in frames.
+	nearS, outS   float64
+	convergedRun  int
+	converged     bool
+	talkHold      int
+	holdFrames    int
+	convergeNeeds int
+
 	// Read from any goroutine.
 	delayEst  atomic.Int64 // accepted estimate in samples, -1 before one
 	farActive atomic.Bool
+	echoOnly  atomic.Bool
 }
 
 // New returns a Canceller for audio at rate (8000 or 16000 Hz). It loads
@@ -199,6 +228,8 @@ func New(rate int, opts ...Option) (*Canceller, error) {
 
 	c.nearBuf = make([]int16, c.frame)
 	c.ref = make([]int16, c.frame)
+	c.holdFrames = int(talkHangover / cfg.frameDur)
+	c.convergeNeeds = int(convergedFor / cfg.frameDur)
 	// Before an estimate is locked, take the shortest delay at which the
 	// reference is already written when Process and Playback run in step
 	// (one frame plus the margin): echo arriving within the tail after
@@ -308,12 +339,13 @@ func (c *Canceller) Process(near, out []int16) error {
 	} else {
 		from, to = base-c.maxDelay-c.tailLen, base
 	}
-	active := c.audible(from, to)
+	active, farPow := c.audible(from, to)
 	c.mu.Unlock()
 	c.farActive.Store(active)
 
 	c.sp.cancel(c.nearBuf, c.ref, out)
 	c.n += int64(c.frame)
+	c.judgeTalk(active, farPow, out)
 
 	if c.est.addNear(c.nearBuf) {
 		c.mu.Lock()
@@ -341,6 +373,7 @@ func (c *Canceller) accept(d int64) {
 	if d < lo || d > hi {
 		c.delay = d
 		c.sp.reset()
+		c.converged, c.convergedRun = false, 0
 	}
 }
 
@@ -375,24 +408,71 @@ func readRing[T int16 | float32](dst, ring []T, mask, written, start int64) {
 }
 
 // audible reports whether any activeWindow of far samples in [from, to),
-// to block resolution, is louder than activeDBFS. c.mu must be held.
-func (c *Canceller) audible(from, to int64) bool {
+// to block resolution, is louder than activeDBFS, and the mean square of
+// the loudest. c.mu must be held.
+func (c *Canceller) audible(from, to int64) (bool, float64) {
 	d := int64(c.dec)
 	b0 := max(floorDiv(from, d), c.farDecN-int64(len(c.farDec)), 0)
 	b1 := min((to+d-1)/d, c.farDecN)
 	win := int64(decRate) * int64(activeWindow) / int64(time.Second)
-	need := float32(float64(win*d) * activeEnergy)
-	var run float32
+	var run, loudest float32
 	for b := b0; b < b1; b++ {
 		run += c.farPow[b&c.decMask]
 		if b-b0 >= win {
 			run -= c.farPow[(b-win)&c.decMask]
 		}
-		if run >= need {
-			return true
+		loudest = max(loudest, run)
+	}
+	ms := float64(loudest) / float64(win*d)
+	return ms >= activeEnergy, ms
+}
+
+// judgeTalk decides, for the frame just processed, whether it can be the
+// far end's echo alone (see EchoOnly). active and farPow are whether the
+// far audio that can echo in it was audible and its loudest mean square.
+func (c *Canceller) judgeTalk(active bool, farPow float64, out []int16) {
+	nearPow, outPow := meanSquare(c.nearBuf), meanSquare(out)
+	if active {
+		const a = 0.1 // about 200 ms at 20 ms frames
+		c.nearS += a * (nearPow - c.nearS)
+		c.outS += a * (outPow - c.outS)
+		if c.nearS > c.outS*convergedRatio {
+			c.convergedRun++
+		} else {
+			c.convergedRun = 0
+		}
+		if c.convergedRun >= c.convergeNeeds {
+			c.converged = true
 		}
 	}
-	return false
+	ratio := echoOnlyRatio
+	if c.converged {
+		ratio = convergedEchoRatio
+	}
+	talk := outPow > farPow*ratio
+	switch {
+	case talk:
+		c.talkHold = c.holdFrames
+	case c.talkHold > 0:
+		c.talkHold--
+		talk = true
+	}
+	c.echoOnly.Store(active && !talk)
+}
+
+var (
+	echoOnlyRatio      = math.Pow(10, echoOnlyDB/10)
+	convergedRatio     = math.Pow(10, convergedDB/10)
+	convergedEchoRatio = math.Pow(10, convergedEchoDB/10)
+)
+
+func meanSquare(x []int16) float64 {
+	var sum float64
+	for _, v := range x {
+		f := float64(v)
+		sum += f * f
+	}
+	return sum / float64(max(len(x), 1))
 }
 
 // activeEnergy is the mean square of a sample at activeDBFS.
@@ -422,6 +502,18 @@ func (c *Canceller) Delay() (d time.Duration, ok bool) {
 // (tail plus frame); before, anything within the maximum delay plus tail.
 // True means the agent may be audible in the caller's audio right now.
 func (c *Canceller) FarActive() bool { return c.farActive.Load() }
+
+// EchoOnly reports whether the frame just processed (its output) can hold
+// nothing but the far end's echo: the far end was audible and the frame is
+// quieter than the loudest far audio that can echo in it by 3 dB or more
+// before the adaptive filter has converged, as echo on a line that returns
+// it at least 6 dB down always is, or by 15 dB or more once it has
+// (cancelled 12 dB over 200 ms of far audio). A caller at a level like the
+// agent's is louder, and is then heard for 200 ms more, for the quiet parts
+// of their words. A caller much quieter than the agent is taken for echo
+// while the agent's voice is in the frame: until the filter converges,
+// one more than 3 dB quieter; after, one more than 15 dB quieter.
+func (c *Canceller) EchoOnly() bool { return c.echoOnly.Load() }
 
 // Close frees the speex state. It is idempotent; Process afterwards
 // returns ErrClosed and Playback does nothing.

@@ -177,6 +177,50 @@ func TestDoubleTalk(t *testing.T) {
 	}
 }
 
+// TestEchoOnly: a -6 dB echo is taken for echo alone, before the filter
+// has converged and after, while a caller at the agent's level is not, at
+// once and without a break in their speech.
+func TestEchoOnly(t *testing.T) {
+	for _, rate := range []int{8000, 16000} {
+		t.Run(fmt.Sprint(rate), func(t *testing.T) {
+			t.Parallel()
+			c := newCanceller(t, rate)
+			far := speechLike(rate, 9*time.Second, agentVoice)
+			p := path{delay: 250 * time.Millisecond, gainDB: -6, room: true}
+			from, to := samplesFor(rate, 4*time.Second), samplesFor(rate, 6500*time.Millisecond)
+			user := make([]float64, len(far))
+			copy(user[from:to], float(speechLike(rate, 2500*time.Millisecond, userVoice)))
+			near := mix(p.echo(far, rate), user, noise(len(far), noiseDBFS, 3))
+			tr := run(t, c, far, near)
+
+			f := c.FrameSize()
+			share := func(lo, hi time.Duration, want bool) float64 {
+				var n, k int
+				for i := samplesFor(rate, lo) / f; i < samplesFor(rate, hi)/f && i < len(tr.echoOnly); i++ {
+					if !tr.active[i] {
+						continue
+					}
+					n++
+					if tr.echoOnly[i] == want {
+						k++
+					}
+				}
+				return float64(k) / float64(max(n, 1))
+			}
+			cold, warm := share(0, time.Second, true), share(2*time.Second, 4*time.Second, true)
+			caller := share(4*time.Second+100*time.Millisecond, 6500*time.Millisecond, false)
+			t.Logf("echo taken for echo: %.0f%% of far-active frames in the first second, %.0f%% at 2-4 s; caller taken for the caller: %.0f%%",
+				100*cold, 100*warm, 100*caller)
+			if cold < 0.9 || warm < 0.95 {
+				t.Errorf("echo alone taken for echo in %.0f%% (first second) and %.0f%% (2-4 s) of frames, want 90%% and 95%%", 100*cold, 100*warm)
+			}
+			if caller < 0.9 {
+				t.Errorf("caller taken for the caller in %.0f%% of frames, want 90%%", 100*caller)
+			}
+		})
+	}
+}
+
 // TestNoReference: with nothing played there is nothing to cancel, and
 // the caller's audio must come through untouched, one frame late with
 // suppression on, on time without.

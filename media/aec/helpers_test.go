@@ -254,8 +254,8 @@ type trace struct {
 	// delay and ok are Delay's answers after each frame.
 	delay []time.Duration
 	ok    []bool
-	// active is FarActive after each frame.
-	active []bool
+	// active is FarActive after each frame, echoOnly EchoOnly.
+	active, echoOnly []bool
 }
 
 // run feeds far and near through c one frame at a time, in step, each far
@@ -277,6 +277,7 @@ func run(t testing.TB, c *Canceller, far, near []int16) trace {
 		tr.delay = append(tr.delay, d)
 		tr.ok = append(tr.ok, ok)
 		tr.active = append(tr.active, c.FarActive())
+		tr.echoOnly = append(tr.echoOnly, c.EchoOnly())
 	}
 	return tr
 }

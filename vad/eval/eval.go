@@ -31,10 +31,16 @@ const (
 	// Full: echo cancellation, gating, pause and listen (false-interruption
 	// resume) and the transcript check.
 	Full Mode = "full"
+	// FullCold is Full in the first turn of a call: the echo canceller
+	// has heard nothing of the line before the scene. (AEC and Full run
+	// after the scene's earlier turn, Scene.Before, as in every other
+	// turn of a call.)
+	FullCold Mode = "full_cold"
 )
 
-// Modes lists every mode, in the order they build on each other.
-var Modes = []Mode{None, Gating, AEC, Full}
+// Modes lists every mode, in the order they build on each other, then
+// Full at a call's first turn.
+var Modes = []Mode{None, Gating, AEC, Full, FullCold}
 
 // Kind is what a scene holds.
 type Kind string
@@ -69,6 +75,11 @@ type Scene struct {
 	UserOnset time.Duration
 	// GainDB labels the echo level, for the report.
 	GainDB float64
+	// Before is what the agent played in an earlier turn of the call,
+	// heard through the same echo path with the caller silent. The echo
+	// canceller hears it first (except in FullCold), as it has heard the
+	// greeting and every turn since by the time the caller interrupts.
+	Before []int16
 }
 
 // Canceller is the echo canceller under test (media/aec's Canceller).
@@ -79,6 +90,10 @@ type Canceller interface {
 	Delay() (time.Duration, bool)
 	Close() error
 }
+
+// echoJudge is a canceller that can tell, before it has converged, that a
+// frame holds nothing but echo (media/aec's Canceller can).
+type echoJudge interface{ EchoOnly() bool }
 
 // Transcriber recognises a piece of audio, as the recogniser of a call
 // would, for the transcript check.
@@ -105,6 +120,23 @@ type Config struct {
 	STTLatency time.Duration
 	// Arbiter is the configuration under test (zero: the defaults).
 	Arbiter vad.ArbiterConfig
+	// Trace, if set, is called with each scene's outcome under each mode,
+	// for looking into what went wrong.
+	Trace func(m Mode, sc Scene, t Trace)
+}
+
+// Trace is what happened in one scene under one mode.
+type Trace struct {
+	// Interrupted: the agent's turn was stopped (a Confirm).
+	Interrupted bool
+	// Paused: the output paused at least once (a Suspect).
+	Paused bool
+	// Detect is how long after the caller's onset the agent went silent
+	// (-1: it did not).
+	Detect time.Duration
+	// Decisions lists the arbiter's decisions in order, with their audio
+	// time, e.g. "1.24s suspect speech_over_agent".
+	Decisions []string
 }
 
 // Result is one mode's figures over the scenes.
@@ -144,6 +176,7 @@ type outcome struct {
 	confirmedAt time.Duration // when
 	silencedAt  time.Duration // first Suspect or Confirm at or after the onset, -1 if none
 	paused      bool          // some Suspect came
+	decisions   []string
 }
 
 const frameDur = 20 * time.Millisecond
@@ -161,8 +194,8 @@ func Run(ctx context.Context, cfg Config, scenes []Scene, modes []Mode, vadName 
 	defer dets.close()
 	outs := make([][]outcome, len(modes))
 	for i, m := range modes {
-		if m == Full && cfg.Transcriber != nil {
-			o, err := runWithTranscripts(ctx, cfg, dets, scenes)
+		if (m == Full || m == FullCold) && cfg.Transcriber != nil {
+			o, err := runWithTranscripts(ctx, cfg, dets, scenes, m)
 			if err != nil {
 				return nil, err
 			}
@@ -180,6 +213,14 @@ func Run(ctx context.Context, cfg Config, scenes []Scene, modes []Mode, vadName 
 			outs[i] = append(outs[i], o)
 		}
 	}
+	if cfg.Trace != nil {
+		for i, m := range modes {
+			for j, sc := range scenes {
+				o := outs[i][j]
+				cfg.Trace(m, sc, Trace{Interrupted: o.interrupted, Paused: o.paused, Detect: o.silencedAt, Decisions: o.decisions})
+			}
+		}
+	}
 	res := make([]Result, len(modes))
 	for i, m := range modes {
 		res[i] = summarise(m, vadName, scenes, outs[i])
@@ -194,7 +235,7 @@ func Run(ctx context.Context, cfg Config, scenes []Scene, modes []Mode, vadName 
 // Until a transcript changes a decision both runs are the same, sample for
 // sample; a later suspicion that did not happen in the first run gets no
 // transcript.
-func runWithTranscripts(ctx context.Context, cfg Config, dets *detectors, scenes []Scene) ([]outcome, error) {
+func runWithTranscripts(ctx context.Context, cfg Config, dets *detectors, scenes []Scene, m Mode) ([]outcome, error) {
 	type seg struct {
 		scene int
 		sus   suspicion
@@ -202,9 +243,9 @@ func runWithTranscripts(ctx context.Context, cfg Config, dets *detectors, scenes
 	var segs []seg
 	var audio [][]int16
 	for i, sc := range scenes {
-		_, sus, err := play(cfg, dets, Full, sc, nil)
+		_, sus, err := play(cfg, dets, m, sc, nil)
 		if err != nil {
-			return nil, fmt.Errorf("eval: full: %s: %w", sc.Name, err)
+			return nil, fmt.Errorf("eval: %s: %s: %w", m, sc.Name, err)
 		}
 		for _, s := range sus {
 			segs = append(segs, seg{i, s})
@@ -233,9 +274,9 @@ func runWithTranscripts(ctx context.Context, cfg Config, dets *detectors, scenes
 	}
 	var outs []outcome
 	for i, sc := range scenes {
-		o, _, err := play(cfg, dets, Full, sc, plans[i])
+		o, _, err := play(cfg, dets, m, sc, plans[i])
 		if err != nil {
-			return nil, fmt.Errorf("eval: full: %s: %w", sc.Name, err)
+			return nil, fmt.Errorf("eval: %s: %s: %w", m, sc.Name, err)
 		}
 		outs = append(outs, o)
 	}
@@ -298,7 +339,7 @@ func play(cfg Config, dets *detectors, m Mode, sc Scene, plan []transcript) (out
 		return outcome{}, nil, err
 	}
 	var aec Canceller
-	if m == AEC || m == Full {
+	if m == AEC || m == Full || m == FullCold {
 		if cfg.Canceller == nil {
 			return outcome{}, nil, errors.New("no echo canceller")
 		}
@@ -306,6 +347,11 @@ func play(cfg Config, dets *detectors, m Mode, sc Scene, plan []transcript) (out
 			return outcome{}, nil, err
 		}
 		defer aec.Close()
+		if m != FullCold {
+			if err := warm(aec, sc, n); err != nil {
+				return outcome{}, nil, err
+			}
+		}
 	}
 	acfg := cfg.Arbiter
 	switch m {
@@ -325,22 +371,19 @@ func play(cfg Config, dets *detectors, m Mode, sc Scene, plan []transcript) (out
 	}
 	arb := vad.NewArbiter(acfg)
 
-	type tap struct {
-		lag  int
-		gain float64
-	}
-	var taps []tap
-	for j, g := range sc.EchoTaps {
-		if g != 0 {
-			taps = append(taps, tap{sc.EchoDelay + j, g})
-		}
-	}
+	taps := echoPath(sc)
 	total := len(sc.User)
 	played := make([]int16, total) // what the output played, on the scene's timeline
 	mic := make([]int16, n)
 	clean := make([]int16, n)
 	cleanAll := make([]int16, 0, total)
 	cursor := 0 // next sample of sc.Agent to play
+	// The agent's turn is under way until its last audible sample has
+	// played (or it was interrupted).
+	turnEnd := len(sc.Agent)
+	for turnEnd > 0 && sc.Agent[turnEnd-1] == 0 {
+		turnEnd--
+	}
 	paused := false
 	lastAudible := time.Duration(-1)
 	o := outcome{silencedAt: -1}
@@ -388,12 +431,22 @@ func play(cfg Config, dets *detectors, m Mode, sc Scene, plan []transcript) (out
 			}
 		}
 		cleanAll = append(cleanAll, frame...)
+		agent := vad.AgentSilent
+		switch {
+		case audible:
+			agent = vad.AgentAudible
+		case !o.interrupted && cursor < turnEnd:
+			agent = vad.AgentTurn
+		}
 		prob, err := det.Detect(media.Frame{Samples: frame, SampleRate: rate})
 		if err != nil {
 			return outcome{}, nil, err
 		}
+		if e, ok := aec.(echoJudge); ok && e.EchoOnly() {
+			prob = 0
+		}
 		now := at + frameDur
-		d := arb.Frame(prob, frameDur, audible)
+		d := arb.Frame(prob, frameDur, agent)
 		// A planned transcript reaches the arbiter once it is due and its
 		// suspicion is pending; the recogniser's words come as they are
 		// recognised, so one due earlier waits for the suspicion.
@@ -404,8 +457,11 @@ func play(cfg Config, dets *detectors, m Mode, sc Scene, plan []transcript) (out
 			p := &plan[i]
 			if !p.done && p.at <= now && arb.Suspecting() && p.onset == suspectOnset {
 				p.done = true
-				d, _ = arb.Transcript(p.text, playedText(sc, cursor), audible)
+				d, _ = arb.Transcript(p.text, playedText(sc, cursor), agent)
 			}
+		}
+		if d.Action != vad.NoAction && cfg.Trace != nil {
+			o.decisions = append(o.decisions, fmt.Sprintf("%.2fs %s %s (onset %.2fs)", now.Seconds(), d.Action, d.Reason, d.Onset.Seconds()))
 		}
 		switch d.Action {
 		case vad.Suspect:
@@ -441,6 +497,50 @@ func play(cfg Config, dets *detectors, m Mode, sc Scene, plan []transcript) (out
 		}
 	}
 	return o, sus, nil
+}
+
+// warm plays the scene's earlier turn to the canceller, frame by frame
+// through the scene's echo path, with the scene's noise and no caller.
+func warm(aec Canceller, sc Scene, n int) error {
+	taps := echoPath(sc)
+	mic := make([]int16, n)
+	out := make([]int16, n)
+	for start := 0; start+n <= len(sc.Before); start += n {
+		for i := range n {
+			k := start + i
+			acc := 0.0
+			if len(sc.Noise) > 0 {
+				acc = float64(sc.Noise[k%len(sc.Noise)])
+			}
+			for _, t := range taps {
+				if p := k - t.lag; p >= 0 {
+					acc += t.gain * float64(sc.Before[p])
+				}
+			}
+			mic[i] = clamp(acc)
+		}
+		aec.Playback(sc.Before[start : start+n])
+		if err := aec.Process(mic, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tap is one path of the echo: a delay in samples and a gain.
+type tap struct {
+	lag  int
+	gain float64
+}
+
+func echoPath(sc Scene) []tap {
+	var taps []tap
+	for j, g := range sc.EchoTaps {
+		if g != 0 {
+			taps = append(taps, tap{sc.EchoDelay + j, g})
+		}
+	}
+	return taps
 }
 
 // playedText estimates the words played by the cursor: the agent's words
