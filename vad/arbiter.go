@@ -93,7 +93,7 @@ const (
 	ReasonSpeech          = "speech"            // SpeechStart/Stop: plain voice activity
 	ReasonOverAgent       = "speech_over_agent" // Suspect, or Confirm without resume: speech above the raised threshold for long enough
 	ReasonSpeechContinued = "speech_continued"  // Confirm: speech went on after the output paused and its echo died
-	ReasonTranscript      = "transcript"        // Confirm: the caller said words that are not the agent's
+	ReasonTranscript      = "transcript"        // Confirm (with ConfirmWords): the caller said words that are not the agent's
 	ReasonNotConfirmed    = "not_confirmed"     // Resume: speech died out with the output's echo
 	ReasonBackchannel     = "backchannel"       // Resume, or a transcript dropped: "uh-huh", "yeah"
 	ReasonEchoTranscript  = "echo_transcript"   // Resume, or a transcript dropped: the words are what the agent just played
@@ -124,7 +124,8 @@ type ArbiterConfig struct {
 	// a suspicion (default 200 ms).
 	ConfirmSpeech time.Duration
 	// ResumeAfter is how long after a suspicion the output resumes when
-	// nothing confirmed it (default 800 ms). It is at least EchoTail +
+	// nothing confirmed it (default 800 ms), at the first frame below the
+	// activation threshold from then on. It is at least EchoTail +
 	// ConfirmSpeech + 100 ms.
 	ResumeAfter time.Duration
 	// Backchannels are utterances that never interrupt (default
@@ -134,8 +135,12 @@ type ArbiterConfig struct {
 	// must be among the words the agent just played for the transcript
 	// to count as echo (default 0.6).
 	EchoMatch float64
-	// ConfirmWords is how many recognised words that are neither echo
-	// nor backchannel confirm a barge-in at once (default 2).
+	// ConfirmWords, if set, is how many recognised words that are
+	// neither echo nor backchannel confirm a barge-in at once, before the
+	// voice activity does. It is off by default: what a recogniser makes
+	// of a cough, an "uh-huh" or the echo's remains is words too, and
+	// confirming on them interrupts the agent for nothing. Without it a
+	// transcript only rules a suspicion out (echo, backchannel).
 	ConfirmWords int
 	// DropAfterResume is how long after a Resume transcripts that are
 	// only backchannel or echo are still dropped: the recogniser's final
@@ -157,7 +162,6 @@ const (
 	DefaultConfirmSpeech     = 200 * time.Millisecond
 	DefaultResumeAfter       = 800 * time.Millisecond
 	DefaultEchoMatch         = 0.6
-	DefaultConfirmWords      = 2
 	DefaultDropAfterResume   = 2 * time.Second
 )
 
@@ -184,9 +188,6 @@ func (cfg ArbiterConfig) WithDefaults() ArbiterConfig {
 	if cfg.EchoMatch == 0 {
 		cfg.EchoMatch = DefaultEchoMatch
 	}
-	if cfg.ConfirmWords == 0 {
-		cfg.ConfirmWords = DefaultConfirmWords
-	}
 	if cfg.DropAfterResume == 0 {
 		cfg.DropAfterResume = DefaultDropAfterResume
 	}
@@ -210,9 +211,9 @@ const (
 // the agent is audible it asks more: a raised threshold held for a minimum
 // duration. Then it suspects a barge-in and the output should pause: echo
 // dies out with the output within EchoTail, a caller goes on. Speech that
-// goes on confirms the barge-in; words that are not the agent's confirm it
-// sooner; a backchannel or the agent's own words, or speech that stops,
-// resume the output from where it paused.
+// goes on confirms the barge-in; a backchannel or the agent's own words in
+// the transcript, or speech that stops, resume the output from where it
+// paused.
 //
 // Time is audio time, the sum of the frame durations pushed, so the
 // Arbiter is deterministic and needs no clock. It allocates nothing per
@@ -346,7 +347,10 @@ func (a *Arbiter) listen(prob float32, at, d time.Duration) Decision {
 			return a.confirm(ReasonSpeechContinued)
 		}
 	}
-	if a.elapsed >= a.suspectedAt+a.cfg.ResumeAfter {
+	// Never resume over the caller's voice: past the deadline, the first
+	// quiet frame resumes, and speech until then counts towards
+	// ConfirmSpeech.
+	if a.elapsed >= a.suspectedAt+a.cfg.ResumeAfter && prob < a.cfg.Segmenter.ActivationThreshold {
 		return a.resume(ReasonNotConfirmed)
 	}
 	return Decision{}
@@ -439,7 +443,7 @@ func (a *Arbiter) classify(words []string, played string) string {
 	if echo > 0 && float64(echo) >= a.cfg.EchoMatch*float64(len(words)) {
 		return ReasonEchoTranscript
 	}
-	if other >= a.cfg.ConfirmWords {
+	if a.cfg.ConfirmWords > 0 && other >= a.cfg.ConfirmWords {
 		return ReasonTranscript
 	}
 	if echo+other == 0 {

@@ -122,8 +122,8 @@ func TestArbiterWithoutResumeConfirmsAtOnce(t *testing.T) {
 
 func TestArbiterTranscriptCheck(t *testing.T) {
 	const played = "I can book a table for four at seven tonight"
-	suspected := func() *Arbiter {
-		a := NewArbiter(ArbiterConfig{})
+	suspected := func(cfg ArbiterConfig) *Arbiter {
+		a := NewArbiter(cfg)
 		if got := feed(a, 0.9, 200*time.Millisecond, true); len(got) != 1 || got[0].d.Action != Suspect {
 			t.Fatalf("setup: %+v", got)
 		}
@@ -138,11 +138,11 @@ func TestArbiterTranscriptCheck(t *testing.T) {
 		{"a backchannel resumes", "Uh-huh.", Resume, ReasonBackchannel, false},
 		{"a two-word backchannel resumes", "got it", Resume, ReasonBackchannel, false},
 		{"the agent's own words resume", "table for four at seven", Resume, ReasonEchoTranscript, false},
-		{"the caller's words confirm", "wait, make it Friday", Confirm, ReasonTranscript, true},
+		{"the caller's words leave it to the voice activity", "wait, make it Friday", NoAction, "", true},
 		{"one unknown word waits", "Friday", NoAction, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := suspected()
+			a := suspected(ArbiterConfig{})
 			d, keep := a.Transcript(tc.text, played, AgentAudible)
 			if d.Action != tc.want || d.Reason != tc.reason || keep != tc.keep {
 				t.Fatalf("Transcript(%q) = %+v keep=%v, want %v %q keep=%v", tc.text, d, keep, tc.want, tc.reason, tc.keep)
@@ -150,8 +150,17 @@ func TestArbiterTranscriptCheck(t *testing.T) {
 		})
 	}
 
-	t.Run("words the VAD missed confirm while the agent speaks", func(t *testing.T) {
-		a := NewArbiter(ArbiterConfig{})
+	t.Run("with ConfirmWords the caller's words confirm", func(t *testing.T) {
+		a := suspected(ArbiterConfig{ConfirmWords: 2})
+		if d, keep := a.Transcript("wait, make it Friday", played, AgentAudible); d.Action != Confirm || d.Reason != ReasonTranscript || !keep {
+			t.Fatalf("got %+v keep=%v, want confirm by transcript", d, keep)
+		}
+		if d, _ := suspected(ArbiterConfig{ConfirmWords: 2}).Transcript("Friday", played, AgentAudible); d.Action != NoAction {
+			t.Fatalf("one word: got %+v, want nothing yet", d)
+		}
+	})
+	t.Run("with ConfirmWords words the VAD missed confirm while the agent speaks", func(t *testing.T) {
+		a := NewArbiter(ArbiterConfig{ConfirmWords: 2})
 		feed(a, 0.2, time.Second, true)
 		d, keep := a.Transcript("hold on please", played, AgentAudible)
 		if d.Action != Confirm || d.Reason != ReasonTranscript || !keep || d.Onset != time.Second {
@@ -166,7 +175,7 @@ func TestArbiterTranscriptCheck(t *testing.T) {
 		}
 	})
 	t.Run("a late final of a resumed backchannel is dropped, a later turn is kept", func(t *testing.T) {
-		a := suspected()
+		a := suspected(ArbiterConfig{})
 		feed(a, 0.05, time.Second, false) // resumes
 		if _, keep := a.Transcript("yeah", played, AgentSilent); keep {
 			t.Fatal("late backchannel kept")
@@ -235,5 +244,20 @@ func TestArbiterSpeechInAPauseOfTheAgentsTurnInterrupts(t *testing.T) {
 	b := NewArbiter(ArbiterConfig{})
 	if got := feedAgent(b, 0.6, time.Second, AgentSilent); len(got) != 1 || got[0].d.Action != SpeechStart {
 		t.Fatalf("with no turn under way: %+v, want speech_start", got)
+	}
+}
+
+func TestArbiterDoesNotResumeOverTheCallersVoice(t *testing.T) {
+	a := NewArbiter(ArbiterConfig{})
+	feed(a, 0.1, time.Second, true)
+	feed(a, 0.9, DefaultSpeakingMinSpeech, true) // suspected
+	// The caller pauses after their first word and speaks again just
+	// before the deadline.
+	deadline := DefaultResumeAfter
+	got := feedAgent(a, 0.1, deadline-2*step, AgentTurn)
+	got = append(got, feedAgent(a, 0.9, 400*time.Millisecond, AgentTurn)...)
+	want := time.Second + DefaultSpeakingMinSpeech + deadline - 2*step + DefaultConfirmSpeech
+	if len(got) != 1 || got[0].d.Action != Confirm || got[0].at != want {
+		t.Fatalf("speech going on at the deadline: %+v, want only a confirm at %v", got, want)
 	}
 }

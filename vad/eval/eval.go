@@ -458,6 +458,9 @@ func play(cfg Config, dets *detectors, m Mode, sc Scene, plan []transcript) (out
 			if !p.done && p.at <= now && arb.Suspecting() && p.onset == suspectOnset {
 				p.done = true
 				d, _ = arb.Transcript(p.text, playedText(sc, cursor), agent)
+				if cfg.Trace != nil {
+					o.decisions = append(o.decisions, fmt.Sprintf("%.2fs heard %q", now.Seconds(), p.text))
+				}
 			}
 		}
 		if d.Action != vad.NoAction && cfg.Trace != nil {
