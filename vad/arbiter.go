@@ -104,9 +104,11 @@ type ArbiterConfig struct {
 	// Segmenter judges the caller's speech while the agent is not
 	// audible, as in ordinary turn-taking.
 	Segmenter SegmenterConfig
-	// SpeakingThreshold is the probability frames need, while the agent
-	// is audible, to count as the caller (default 0.7): echo left over by
-	// the canceller scores lower than a caller close to the microphone.
+	// SpeakingThreshold is the probability a run of speech must start
+	// with, while the agent is audible, to count as the caller (default
+	// 0.7): echo left over by the canceller scores lower than a caller
+	// close to the microphone. Once started, the run holds while frames
+	// stay above the segmenter's activation threshold.
 	SpeakingThreshold float32
 	// SpeakingMinSpeech is how long speech during the agent's turn must
 	// last, without a break, before the arbiter suspects a barge-in
@@ -308,7 +310,9 @@ func (a *Arbiter) Frame(prob float32, d time.Duration, agent Agent) Decision {
 	// while the agent is audible its echo must not count.
 	a.resetSeg()
 	threshold := a.cfg.Segmenter.ActivationThreshold
-	if agent == AgentAudible {
+	if agent == AgentAudible && a.run == 0 {
+		// A run starts above the raised threshold; once started, it
+		// holds above the plain one, through the quieter parts of words.
 		threshold = a.cfg.SpeakingThreshold
 	}
 	if prob < threshold {

@@ -261,3 +261,20 @@ func TestArbiterDoesNotResumeOverTheCallersVoice(t *testing.T) {
 		t.Fatalf("speech going on at the deadline: %+v, want only a confirm at %v", got, want)
 	}
 }
+
+func TestArbiterRunHoldsThroughTheQuieterPartsOfWords(t *testing.T) {
+	a := NewArbiter(ArbiterConfig{})
+	feed(a, 0.1, time.Second, true)
+	// Started above the raised threshold, a run goes on above the plain
+	// one...
+	got := append(feed(a, 0.9, 2*step, true), feed(a, 0.6, DefaultSpeakingMinSpeech, true)...)
+	if len(got) != 1 || got[0].d.Action != Suspect || got[0].d.Onset != time.Second {
+		t.Fatalf("0.9 then 0.6: %+v, want a suspicion with onset 1s", got)
+	}
+	// ...but cannot start there.
+	b := NewArbiter(ArbiterConfig{})
+	feed(b, 0.1, time.Second, true)
+	if got := feed(b, 0.6, time.Second, true); len(got) != 0 {
+		t.Fatalf("0.6 alone: %+v, want nothing", got)
+	}
+}

@@ -26,13 +26,13 @@ func bargeinEvalCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 	seed := fs.Int64("seed", 1, "corpus seed")
 	noTranscripts := fs.Bool("no-transcripts", false, "run full without the transcript check (no pocketsphinx needed)")
 	small := fs.Bool("small", false, "a quarter of the corpus, for a quick look")
-	confirmWords := fs.Int("confirm-words", 0, "recognised words, neither echo nor backchannel, that confirm a barge-in (0: the arbiter's default)")
+	confirmWords := fs.Int("confirm-words", 0, "recognised words, neither echo nor backchannel, that confirm a barge-in on their own (0: off, the arbiter's default)")
 	threshold := fs.Float64("speaking-threshold", 0, "speech probability needed over the agent (0: the arbiter's default)")
 	minSpeech := fs.Duration("speaking-min-speech", 0, "speech over the agent that makes a suspicion (0: the arbiter's default)")
 	confirmSpeech := fs.Duration("confirm-speech", 0, "speech after the echo tail that confirms a suspicion (0: the arbiter's default)")
 	trace := fs.Bool("trace", false, "print, for full mode, the decisions in every scene that went wrong")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: holdline bargein-eval [--json] [--rate 8000|16000] [--vad energy,silero] [--seed S] [--no-transcripts] [--small]")
+		fmt.Fprintln(stderr, "usage: holdline bargein-eval [--json] [--rate 8000|16000] [--vad energy,silero] [--seed S] [--no-transcripts] [--small] [--trace] [arbiter settings]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
