@@ -190,10 +190,11 @@ func (a *audioInput) relay(ctx context.Context, tr stt.Transcript) {
 }
 
 // agent reports what the agent's output is doing, as the caller's audio
-// now may hear it.
-func (a *audioInput) agent() vad.Agent {
+// now may hear it; cancelled says whether the frame went through the echo
+// canceller, whose view of the frame is then the one to use.
+func (a *audioInput) agent(cancelled bool) vad.Agent {
 	audible := false
-	if a.aec != nil {
+	if cancelled {
 		audible = a.aec.FarActive()
 	} else {
 		audible = a.tap.audibleWithin(a.arb.Config().EchoTail)
@@ -209,7 +210,7 @@ func (a *audioInput) agent() vad.Agent {
 
 func (a *audioInput) push(ctx context.Context, f media.Frame) error {
 	if a.aec == nil || f.SampleRate != a.cfg.Rate {
-		return a.judge(ctx, f)
+		return a.judge(ctx, f, false)
 	}
 	s := f.Samples
 	for len(s) > 0 {
@@ -230,7 +231,7 @@ func (a *audioInput) push(ctx context.Context, f media.Frame) error {
 				a.mu.Unlock()
 			}
 		}
-		if err := a.judge(ctx, media.Frame{Samples: a.clean, SampleRate: f.SampleRate}); err != nil {
+		if err := a.judge(ctx, media.Frame{Samples: a.clean, SampleRate: f.SampleRate}, true); err != nil {
 			return err
 		}
 	}
@@ -239,16 +240,16 @@ func (a *audioInput) push(ctx context.Context, f media.Frame) error {
 
 // judge runs voice activity and the arbiter on one clean frame and feeds
 // the recogniser.
-func (a *audioInput) judge(ctx context.Context, f media.Frame) error {
+func (a *audioInput) judge(ctx context.Context, f media.Frame, cancelled bool) error {
 	prob, err := a.det.Detect(f)
 	if err != nil {
 		return fmt.Errorf("runtime: voice activity: %w", err)
 	}
-	if j, ok := a.aec.(echoJudge); ok && j.EchoOnly() {
+	if j, ok := a.aec.(echoJudge); ok && cancelled && j.EchoOnly() {
 		// Too quiet, next to what was played, to be anything but its echo.
 		prob = 0
 	}
-	agent := a.agent()
+	agent := a.agent(cancelled)
 	a.agentNow.Store(uint32(agent))
 	a.mu.Lock()
 	stream := a.stream

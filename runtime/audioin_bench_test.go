@@ -14,10 +14,6 @@ import (
 	"github.com/holdline/holdline/vad/silero"
 )
 
-type nopSink struct{}
-
-func (nopSink) WriteFrame(media.Frame) error { return nil }
-
 // BenchmarkCallerAudio measures what one call's caller audio costs on the
 // frame path the session runs for every PushAudio: echo cancellation
 // (with its delay estimation and the echo tap feeding it what was played),
@@ -77,7 +73,7 @@ func benchCallerAudio(b *testing.B, vadName string, rate int) {
 		}
 	}()
 	s.agentTurn.Store(true)
-	tap, err := newEchoTap(nopSink{}, canceller, WallClock(), rate, rate)
+	tap, err := newEchoTap(media.SinkFunc(func(media.Frame) error { return nil }), canceller, WallClock(), rate, rate)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -86,7 +86,7 @@ func TestArbiterConfirmsSpeechThatOutlivesTheEcho(t *testing.T) {
 
 func TestArbiterResumesWhenSpeechDiesWithTheOutput(t *testing.T) {
 	a := NewArbiter(ArbiterConfig{})
-	got := feed(a, 0.9, 200*time.Millisecond, true) // suspect at 160 ms
+	got := feed(a, 0.9, 200*time.Millisecond, true) // suspect at DefaultSpeakingMinSpeech
 	if len(got) != 1 || got[0].d.Action != Suspect {
 		t.Fatalf("loud echo: %+v, want suspect", got)
 	}
