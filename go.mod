@@ -10,4 +10,8 @@ require (
 	gopkg.in/yaml.v3 v3.0.1
 )
 
-require golang.org/x/sys v0.49.0 // indirect
+require (
+	github.com/coder/websocket v1.8.15 // indirect
+	github.com/sashabaranov/go-openai v1.43.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)

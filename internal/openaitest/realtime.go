@@ -1,0 +1,7 @@
+package openaitest
+
+import "net/http"
+
+type realtimeState struct{}
+
+func (s *Server) routeRealtime(mux *http.ServeMux) {}
