@@ -32,3 +32,12 @@ type Transcript struct {
 	Text  string
 	Final bool
 }
+
+// SpeechStarter is implemented by streams that want to know where an
+// utterance begins, such as recognisers that upload whole utterances: the
+// session calls StartOfSpeech from the goroutine that calls Write, when its
+// voice activity detector hears the caller start, a little after the speech
+// itself began (keep some audio from before the call).
+type SpeechStarter interface {
+	StartOfSpeech() error
+}
