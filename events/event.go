@@ -52,8 +52,9 @@ const (
 	TransportLost     Kind = "transport_lost"     // the caller's connection dropped
 	TransportRestored Kind = "transport_restored" // the caller's connection is back
 
-	ProviderError Kind = "provider_error" // an LLM, STT or TTS error (Provider, Error)
-	EventsDropped Kind = "events_dropped" // a slow subscriber lost Count events
+	ProviderError    Kind = "provider_error"    // an LLM, STT or TTS error (Provider, Error)
+	ProviderFailover Kind = "provider_failover" // a provider failed and its backup took over (Provider, Error)
+	EventsDropped    Kind = "events_dropped"    // a slow subscriber lost Count events
 )
 
 // Event is one decision of the session core. Fields beyond the header are

@@ -3,6 +3,7 @@ package llm
 import (
 	"encoding/json"
 	"strings"
+	"time"
 )
 
 // Kind says what a chat item is.
@@ -35,6 +36,9 @@ type Item struct {
 	// Interrupted marks an assistant message cut short by the user: Text
 	// holds exactly the words that were played before the cut.
 	Interrupted bool `json:"interrupted,omitempty"`
+	// Played is, for an interrupted assistant message, how much of its
+	// audio the caller heard.
+	Played time.Duration `json:"played,omitempty"`
 
 	// Tool-call and tool-result fields.
 	CallID    string          `json:"call_id,omitempty"`

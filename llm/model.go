@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
+
+	"github.com/holdline/holdline/media"
 )
 
 // Model starts streaming completions. Stream must return promptly; the
@@ -35,10 +37,22 @@ type ToolSpec struct {
 	Parameters  json.RawMessage `json:"parameters"` // JSON schema of the arguments object
 }
 
-// Chunk is one piece of a streamed response: text, a tool-call delta, or both.
+// Chunk is one piece of a streamed response: text for the session to
+// speak, a tool-call delta, or, from a speech-to-speech model, audio the
+// model spoke itself and its transcript.
 type Chunk struct {
+	// Text is the model's words, to be synthesised.
 	Text     string
 	ToolCall *ToolCallDelta
+
+	// Audio is speech the model produced itself. The session plays it as
+	// it is, resampled to the output rate; Samples may be reused by the
+	// stream after the next Recv.
+	Audio media.Frame
+	// Transcript is the text of the model's own audio: it enters the
+	// context as what was said (as far as it was played) and is never
+	// synthesised.
+	Transcript string
 }
 
 // ToolCallDelta is a fragment of a tool call. Fragments of one call share an
@@ -103,4 +117,17 @@ func (a *CallAccumulator) Calls() []ToolCall {
 		out = append(out, c)
 	}
 	return out
+}
+
+// Voiced is implemented by speech-to-speech models. When Voiced reports
+// true their streams carry Audio and Transcript instead of Text, and an
+// agent on such a model needs no synthesiser.
+type Voiced interface {
+	Voiced() bool
+}
+
+// IsVoiced reports whether m speaks for itself.
+func IsVoiced(m Model) bool {
+	v, ok := m.(Voiced)
+	return ok && v.Voiced()
 }

@@ -9,6 +9,10 @@ import (
 	"github.com/holdline/holdline/tts"
 )
 
+// DefaultApology is what an agent says when its model fails before saying
+// anything.
+const DefaultApology = "Sorry, I ran into a problem on my side. Could you say that again?"
+
 // Agent is what a session runs: instructions, tools and providers.
 type Agent struct {
 	// Name identifies the agent in events and handoffs.
@@ -24,6 +28,17 @@ type Agent struct {
 	// TTS speaks the model's text. Without it the agent is text-only: its
 	// text counts as played the moment the model produces it.
 	TTS tts.Synthesizer
+	// Apology is what the agent says when its model fails before saying
+	// anything, so the caller is never left in silence; DefaultApology when
+	// empty.
+	Apology string
+	// BackupModel, BackupSTT and BackupTTS, each optional, take over their
+	// role when the primary provider fails: a model that fails before its
+	// first token, a synthesiser that fails on a phrase, a recogniser whose
+	// stream breaks. A provider_failover event says so each time.
+	BackupModel llm.Model
+	BackupSTT   stt.Recognizer
+	BackupTTS   tts.Synthesizer
 	// OnEnter runs when the session starts, on a goroutine of its own (so it
 	// may wait, under ctx); a typical body greets the caller with
 	// s.GenerateReply.

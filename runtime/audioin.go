@@ -256,6 +256,11 @@ func (a *audioInput) judge(ctx context.Context, f media.Frame, cancelled bool) e
 	d := a.arb.Frame(prob, f.Duration(), agent)
 	a.mu.Unlock()
 	if stream != nil {
+		if st, ok := stream.(stt.SpeechStarter); ok && (d.Action == vad.SpeechStart || d.Action == vad.Suspect) {
+			if err := st.StartOfSpeech(); err != nil {
+				return fmt.Errorf("runtime: speech recognition: %w", err)
+			}
+		}
 		if err := stream.Write(f); err != nil {
 			return fmt.Errorf("runtime: speech recognition: %w", err)
 		}

@@ -230,6 +230,8 @@ func (c *conductor) handle(in Input) {
 		}
 	case providerFailure:
 		c.emit(events.Event{Kind: events.ProviderError, Provider: in.provider, Error: in.err.Error()})
+	case providerFailover:
+		c.emit(events.Event{Kind: events.ProviderFailover, Epoch: c.epoch, Provider: in.provider, Error: in.err.Error()})
 	case query:
 		in.fn(c)
 	}
@@ -486,6 +488,9 @@ func (c *conductor) interrupt(t *turnState, reason string) {
 	text := c.playedText(t, played)
 	if !t.playoutDone {
 		c.settleAssistant(t, text, true)
+		if t.assistant != nil {
+			t.assistant.item.Played = played
+		}
 		c.emit(events.Event{Kind: events.PlayoutTruncate, Epoch: t.epoch, Text: text, Played: played})
 		c.stopPlayout(t, text)
 	}

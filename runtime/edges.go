@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -66,38 +67,89 @@ type generation struct {
 
 const phraseQueue = 64
 
+// piece is what the model reader hands the speaker: a phrase to
+// synthesise, or a speech-to-speech model's own audio or transcript.
+type piece struct {
+	text       string
+	audio      []int16
+	rate       int
+	transcript string
+}
+
 func (g generation) run(ctx context.Context, req llm.Request) {
-	phrases := make(chan string, phraseQueue)
+	pieces := make(chan piece, phraseQueue)
 	var wg sync.WaitGroup
-	wg.Go(func() { g.speak(ctx, phrases) })
-	g.read(ctx, req, phrases)
+	wg.Go(func() { g.speak(ctx, pieces) })
+	g.read(ctx, req, pieces)
 	wg.Wait()
 }
 
-// read streams the model's answer. It reports ModelDone before closing
-// phrases, so the conductor always learns the answer is complete before the
-// turn's audio can finish.
-func (g generation) read(ctx context.Context, req llm.Request, phrases chan<- string) {
-	defer close(phrases)
+// read streams the model's answer, from the backup model if the agent's
+// model fails before its first token. It reports ModelDone before closing
+// pieces, so the conductor always learns the answer is complete before the
+// turn's audio can finish. A model that fails having said nothing leaves
+// the agent's apology to be spoken, not silence.
+func (g generation) read(ctx context.Context, req llm.Request, pieces chan<- piece) {
+	defer close(pieces)
+	agent := g.s.agent
 	var (
 		calls   llm.CallAccumulator
 		chunker tts.Chunker
+		said    bool
 		err     error
 	)
-	sctx, stall := g.stallGuard(ctx, "model")
-	defer stall.release()
-	send := func(p string) bool {
-		// Waiting for the speaker is not the model stalling.
-		stall.Stop()
-		defer stall.Reset(g.s.cfg.stallTimeout)
+	send := func(p piece) bool {
 		select {
-		case phrases <- p:
+		case pieces <- p:
 			return true
 		case <-ctx.Done():
 			return false
 		}
 	}
-	stream, err := g.s.agent.Model.Stream(sctx, req)
+	for _, model := range []llm.Model{agent.Model, agent.BackupModel} {
+		if model == nil {
+			continue
+		}
+		if err != nil {
+			g.s.post(providerFailover{provider: "llm", err: err})
+		}
+		var started bool
+		started, err = g.stream(ctx, model, req, &calls, &chunker, send)
+		said = said || started
+		if err == nil || started || ctx.Err() != nil {
+			break
+		}
+	}
+	if ctx.Err() != nil {
+		return // cancelled: the conductor has moved on
+	}
+	rest := chunker.Flush()
+	if err != nil && !said && rest == "" {
+		rest = agent.Apology
+		if rest == "" {
+			rest = DefaultApology
+		}
+		g.s.post(ModelText{Epoch: g.epoch, Text: rest})
+	}
+	g.s.post(ModelDone{Epoch: g.epoch, Calls: calls.Calls(), Err: err})
+	if rest != "" {
+		send(piece{text: rest})
+	}
+}
+
+// stream reads one model's answer into pieces and calls; started reports
+// whether anything of the answer came out before an error.
+func (g generation) stream(ctx context.Context, model llm.Model, req llm.Request,
+	calls *llm.CallAccumulator, chunker *tts.Chunker, send func(piece) bool) (started bool, err error) {
+	sctx, stall := g.stallGuard(ctx, "model")
+	defer stall.release()
+	deliver := func(p piece) bool {
+		// Waiting for the speaker is not the model stalling.
+		stall.Stop()
+		defer stall.Reset(g.s.cfg.stallTimeout)
+		return send(p)
+	}
+	stream, err := model.Stream(sctx, req)
 	if err == nil {
 		defer stream.Close()
 		for {
@@ -108,129 +160,266 @@ func (g generation) read(ctx context.Context, req llm.Request, phrases chan<- st
 			}
 			stall.Reset(g.s.cfg.stallTimeout)
 			if chunk.Text != "" {
+				started = true
 				g.s.post(ModelText{Epoch: g.epoch, Text: chunk.Text})
 				for _, p := range chunker.Push(chunk.Text) {
-					if !send(p) {
-						return
+					if !deliver(piece{text: p}) {
+						return started, ctx.Err()
 					}
 				}
 			}
+			if chunk.Transcript != "" {
+				started = true
+				g.s.post(ModelText{Epoch: g.epoch, Text: chunk.Transcript})
+				if !deliver(piece{transcript: chunk.Transcript}) {
+					return started, ctx.Err()
+				}
+			}
+			if a := chunk.Audio; len(a.Samples) > 0 {
+				started = true
+				if !deliver(piece{audio: slices.Clone(a.Samples), rate: a.SampleRate}) {
+					return started, ctx.Err()
+				}
+			}
 			if chunk.ToolCall != nil {
+				started = true
 				calls.Add(*chunk.ToolCall)
 			}
 		}
 	}
-	if ctx.Err() != nil {
-		return // cancelled: the conductor has moved on
-	}
 	if errors.Is(err, io.EOF) {
-		err = nil
+		return started, nil
 	}
-	if cause := context.Cause(sctx); errors.Is(cause, ErrProviderStalled) {
+	if cause := context.Cause(sctx); errors.Is(cause, ErrProviderStalled) && ctx.Err() == nil {
 		err = cause
 	}
-	if err != nil {
-		err = fmt.Errorf("model stream: %w", err)
-	}
-	rest := chunker.Flush()
-	g.s.post(ModelDone{Epoch: g.epoch, Calls: calls.Calls(), Err: err})
-	if rest != "" {
-		send(rest)
-	}
+	return started, fmt.Errorf("model stream: %w", err)
 }
 
-// speak synthesises phrases in order and queues their audio. Word timings
-// are shifted onto the turn's audio timeline; a synthesiser that gives none
-// gets estimated ones spread over each phrase's audio.
-func (g generation) speak(ctx context.Context, phrases <-chan string) {
-	synth := g.s.agent.TTS
+// speak synthesises phrases in order and queues their audio, or queues the
+// model's own audio. Word timings are shifted onto the turn's audio
+// timeline; a synthesiser that gives none gets estimated ones spread over
+// each phrase's audio, and a speaking model's transcript is timed by
+// voiceWords.
+func (g generation) speak(ctx context.Context, pieces <-chan piece) {
+	agent := g.s.agent
+	synth := agent.TTS
+	if synth == nil {
+		synth = agent.BackupTTS
+	}
+	textOnly := g.s.textOnly()
 	var (
 		offset time.Duration
 		failed error
-		rs     *media.Resampler
-		rsFrom int
-		buf    []int16
+		out    = outputQueue{player: g.s.player, epoch: g.epoch}
+		voice  voiceWords
 	)
-	player := g.s.player
-	for p := range phrases {
+	for p := range pieces {
 		if ctx.Err() != nil {
 			continue // drain so the reader is never stuck
 		}
-		if synth == nil {
-			g.s.post(SpeechWords{Epoch: g.epoch, Words: wordsAt(p, offset, 0)})
+		switch {
+		case p.transcript != "":
+			voice.add(p.transcript)
+			g.postWords(voice.timed(offset, false))
+			continue
+		case len(p.audio) > 0:
+			voice.begin(offset)
+			d, err := out.enqueue(ctx, p.audio, p.rate)
+			if err != nil {
+				if ctx.Err() == nil && failed == nil {
+					failed = fmt.Errorf("model audio: %w", err)
+				}
+				continue
+			}
+			offset += d
+			g.postWords(voice.timed(offset, false))
 			continue
 		}
-		if failed != nil {
+		if textOnly {
+			g.postWords(wordsAt(p.text, offset, 0))
+			continue
+		}
+		if synth == nil || failed != nil {
 			continue
 		}
 		start := offset
-		timed := false
-		sctx, stall := g.stallGuard(ctx, "speech synthesis")
-		stream, err := synth.Synthesize(sctx, p)
-		for err == nil {
-			var chunk tts.Chunk
-			chunk, err = stream.Recv()
-			if err != nil {
-				break
+		var err error
+		offset, err = g.synthesize(ctx, synth, p.text, offset, &out)
+		if err != nil && ctx.Err() == nil && agent.BackupTTS != nil && synth != agent.BackupTTS {
+			g.s.post(providerFailover{provider: "tts", err: err})
+			synth = agent.BackupTTS
+			if offset == start {
+				// Nothing of the phrase was heard: say all of it again.
+				offset, err = g.synthesize(ctx, synth, p.text, offset, &out)
+			} else {
+				err = nil
 			}
-			stall.Reset(g.s.cfg.stallTimeout)
-			if len(chunk.Words) > 0 {
-				timed = true
-				words := make([]tts.WordTiming, len(chunk.Words))
-				for i, w := range chunk.Words {
-					words[i] = tts.WordTiming{Word: w.Word, Start: start + w.Start, End: start + w.End}
-				}
-				g.s.post(SpeechWords{Epoch: g.epoch, Words: words})
-			}
-			a := chunk.Audio
-			if len(a.Samples) == 0 {
-				continue
-			}
-			samples := a.Samples
-			if a.SampleRate != player.Rate() {
-				if rs == nil || rsFrom != a.SampleRate {
-					if rs, err = media.NewResampler(a.SampleRate, player.Rate()); err != nil {
-						break
-					}
-					rsFrom = a.SampleRate
-				}
-				buf = rs.Process(buf[:0], samples)
-				samples = buf
-			}
-			if err = player.Enqueue(ctx, g.epoch, samples); err != nil {
-				break
-			}
-			offset += media.Frame{Samples: samples, SampleRate: player.Rate()}.Duration()
 		}
-		if stream != nil {
-			stream.Close()
-		}
-		cause := context.Cause(sctx)
-		stall.release()
-		if ctx.Err() != nil {
-			continue
-		}
-		if errors.Is(cause, ErrProviderStalled) {
-			err = cause
-		}
-		if !errors.Is(err, io.EOF) && err != nil {
-			failed = fmt.Errorf("speech synthesis: %w", err)
-		}
-		// Words without audio were never heard, so they get no timings.
-		if !timed && offset > start {
-			g.s.post(SpeechWords{Epoch: g.epoch, Words: wordsAt(p, start, offset-start)})
+		if err != nil && ctx.Err() == nil {
+			failed = err
 		}
 	}
 	if ctx.Err() != nil {
 		return
 	}
-	if synth == nil {
+	g.postWords(voice.timed(offset, true))
+	if textOnly {
 		g.s.post(SpeechDone{Epoch: g.epoch})
 		g.s.post(PlayoutFinished{Epoch: g.epoch})
 		return
 	}
-	player.EndEpoch(g.epoch)
+	g.s.player.EndEpoch(g.epoch)
 	g.s.post(SpeechDone{Epoch: g.epoch, Err: failed})
+}
+
+func (g generation) postWords(words []tts.WordTiming) {
+	if len(words) > 0 {
+		g.s.post(SpeechWords{Epoch: g.epoch, Words: words})
+	}
+}
+
+// synthesize speaks one phrase from offset on the turn's audio timeline and
+// returns where its audio ends.
+func (g generation) synthesize(ctx context.Context, synth tts.Synthesizer, text string,
+	offset time.Duration, out *outputQueue) (time.Duration, error) {
+	start := offset
+	timed := false
+	sctx, stall := g.stallGuard(ctx, "speech synthesis")
+	stream, err := synth.Synthesize(sctx, text)
+	for err == nil {
+		var chunk tts.Chunk
+		chunk, err = stream.Recv()
+		if err != nil {
+			break
+		}
+		stall.Reset(g.s.cfg.stallTimeout)
+		if len(chunk.Words) > 0 {
+			timed = true
+			words := make([]tts.WordTiming, len(chunk.Words))
+			for i, w := range chunk.Words {
+				words[i] = tts.WordTiming{Word: w.Word, Start: start + w.Start, End: start + w.End}
+			}
+			g.postWords(words)
+		}
+		if len(chunk.Audio.Samples) == 0 {
+			continue
+		}
+		var d time.Duration
+		if d, err = out.enqueue(ctx, chunk.Audio.Samples, chunk.Audio.SampleRate); err != nil {
+			break
+		}
+		offset += d
+	}
+	if stream != nil {
+		stream.Close()
+	}
+	cause := context.Cause(sctx)
+	stall.release()
+	if errors.Is(cause, ErrProviderStalled) && ctx.Err() == nil {
+		err = cause
+	}
+	// Words without audio were never heard, so they get no timings.
+	if !timed && offset > start {
+		g.postWords(wordsAt(text, start, offset-start))
+	}
+	if errors.Is(err, io.EOF) {
+		return offset, nil
+	}
+	return offset, fmt.Errorf("speech synthesis: %w", err)
+}
+
+// outputQueue queues a turn's audio on the player, resampled to its rate.
+type outputQueue struct {
+	player *media.Player
+	epoch  uint64
+	rs     *media.Resampler
+	rsFrom int
+	buf    []int16
+}
+
+// enqueue queues samples at rate and returns their duration at the output.
+func (q *outputQueue) enqueue(ctx context.Context, samples []int16, rate int) (time.Duration, error) {
+	if rate != q.player.Rate() {
+		if q.rs == nil || q.rsFrom != rate {
+			rs, err := media.NewResampler(rate, q.player.Rate())
+			if err != nil {
+				return 0, err
+			}
+			q.rs, q.rsFrom = rs, rate
+		}
+		q.buf = q.rs.Process(q.buf[:0], samples)
+		samples = q.buf
+	}
+	if err := q.player.Enqueue(ctx, q.epoch, samples); err != nil {
+		return 0, err
+	}
+	return media.Frame{Samples: samples, SampleRate: q.player.Rate()}.Duration(), nil
+}
+
+// voiceWords times the words of a speaking model's transcript, which
+// arrives with no timings, usually a little ahead of its audio. Each word
+// is placed at an ordinary speaking pace, never past the audio received so
+// far, so a cut never credits the caller with words they did not hear;
+// what is left when the stream ends is spread over the rest of the audio.
+type voiceWords struct {
+	text    strings.Builder // transcript not yet split into words
+	pending []string        // whole words not yet timed
+	start   time.Duration   // where the model's audio began on the turn timeline
+	at      time.Duration   // end of the last timed word
+	begun   bool
+}
+
+// voiceCharsPerSecond is an ordinary speaking pace: about 150 words a
+// minute.
+const voiceCharsPerSecond = 14
+
+func (v *voiceWords) begin(offset time.Duration) {
+	if !v.begun {
+		v.begun, v.start, v.at = true, offset, offset
+	}
+}
+
+func (v *voiceWords) add(text string) {
+	v.text.WriteString(text)
+	s := v.text.String()
+	cut := strings.LastIndexAny(s, " \t\n")
+	if cut < 0 {
+		return
+	}
+	v.pending = append(v.pending, strings.Fields(s[:cut])...)
+	v.text.Reset()
+	v.text.WriteString(s[cut+1:])
+}
+
+// timed returns the words that fit in the audio up to end; at the end of
+// the stream, all of them.
+func (v *voiceWords) timed(end time.Duration, final bool) []tts.WordTiming {
+	if final {
+		v.pending = append(v.pending, strings.Fields(v.text.String())...)
+		v.text.Reset()
+		if !v.begun || len(v.pending) == 0 {
+			return nil
+		}
+		words := wordsAt(strings.Join(v.pending, " "), v.at, max(end-v.at, 0))
+		v.pending = nil
+		return words
+	}
+	if !v.begun {
+		return nil
+	}
+	var out []tts.WordTiming
+	for len(v.pending) > 0 {
+		w := v.pending[0]
+		d := time.Duration(len(w)+1) * time.Second / voiceCharsPerSecond
+		if v.at+d > end {
+			break
+		}
+		out = append(out, tts.WordTiming{Word: w, Start: v.at, End: v.at + d})
+		v.at += d
+		v.pending = v.pending[1:]
+	}
+	return out
 }
 
 // ErrProviderStalled ends a model or synthesis stream that sent nothing for

@@ -114,6 +114,13 @@ type providerFailure struct {
 	err      error
 }
 
+// providerFailover reports that a provider failed and the agent's backup
+// for that role took over.
+type providerFailover struct {
+	provider string
+	err      error
+}
+
 type timerFired struct {
 	id uint64
 }
@@ -141,4 +148,5 @@ func (ReconcileOutcome) input()  {}
 func (TransportLost) input()     {}
 func (TransportRestored) input() {}
 func (providerFailure) input()   {}
+func (providerFailover) input()  {}
 func (query) input()             {}

@@ -244,7 +244,7 @@ func New(agent *Agent, opts ...Option) (*Session, error) {
 		return nil, fmt.Errorf("runtime: output: %w", err)
 	}
 	s.edges = &liveEdges{s: s, gens: map[uint64]context.CancelFunc{}, tools: map[string]context.CancelCauseFunc{}}
-	s.c, err = newConductor(agent, s.edges, s.post, s.bus.Publish, cfg, agent.TTS == nil)
+	s.c, err = newConductor(agent, s.edges, s.post, s.bus.Publish, cfg, s.textOnly())
 	if err != nil {
 		return nil, err
 	}
@@ -253,6 +253,13 @@ func New(agent *Agent, opts ...Option) (*Session, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// textOnly says whether the agent has no voice at all: no synthesiser and a
+// model that does not speak for itself. Its text then counts as played the
+// moment the model produces it.
+func (s *Session) textOnly() bool {
+	return s.agent.TTS == nil && s.agent.BackupTTS == nil && !llm.IsVoiced(s.agent.Model)
 }
 
 // ID is the session id.

@@ -653,13 +653,18 @@ func TestModelFailuresEndTheTurn(t *testing.T) {
 		if d := failed.Time.Sub(sent.Time); d != 3*time.Second || !strings.Contains(failed.Error, "stalled") {
 			t.Errorf("stalled model reported after %v as %q; want after 3s, naming the stall", d, failed.Error)
 		}
+		// The caller is not left in silence.
+		sorry := h.waitFor(events.PlayoutDone, nil, 10*time.Second)
+		if sorry.Text != DefaultApology {
+			t.Errorf("after a model that said nothing the agent played %q; want the apology", sorry.Text)
+		}
 		h.waitFor(events.Idle, nil, time.Second)
 
 		if err := h.s.Inject(context.Background(), "Hello?"); err != nil {
 			t.Fatal(err)
 		}
 		h.waitFor(events.ProviderError, func(e events.Event) bool { return strings.Contains(e.Error, "upstream 500") }, 5*time.Second)
-		done := h.waitFor(events.PlayoutDone, func(e events.Event) bool { return e.Text != "" }, 5*time.Second)
+		done := h.waitFor(events.PlayoutDone, func(e events.Event) bool { return e.Text != "" && e.Text != DefaultApology }, 5*time.Second)
 		if done.Text != "Hello there" {
 			t.Errorf("played %q; want the two words the model sent before failing", done.Text)
 		}

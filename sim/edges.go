@@ -125,8 +125,11 @@ func (e *edges) failModel(g *generation) {
 		return
 	}
 	g.modelDone = true
+	// As a live session does, the agent apologises rather than go silent.
+	sorry := runtime.DefaultApology
+	e.r.handle(runtime.ModelText{Epoch: g.epoch, Text: sorry})
 	e.r.handle(runtime.ModelDone{Epoch: g.epoch, Err: errLLMFault})
-	e.speak(g, "")
+	e.speak(g, sorry)
 }
 
 // speak synthesises text one phrase at a time, each ready one TTFB after
