@@ -133,30 +133,64 @@ func newAudioInput(s *Session, cfg InputConfig, aec EchoCanceller, tap *echoTap)
 }
 
 // start opens the recogniser, if the agent has one, and relays its
-// transcripts to the conductor through the arbiter.
+// transcripts to the conductor through the arbiter. If the recogniser
+// fails and the agent has a backup, the backup takes over.
 func (a *audioInput) start(ctx context.Context, g *errgroup.Group) error {
-	rec := a.s.agent.STT
-	if rec == nil {
+	recs := []stt.Recognizer{a.s.agent.STT, a.s.agent.BackupSTT}
+	if recs[0] == nil {
+		recs = recs[1:]
+	}
+	if len(recs) == 0 || recs[0] == nil {
 		return nil
 	}
-	stream, err := rec.Stream(ctx, a.cfg.Rate)
+	open := func() (stt.Stream, error) {
+		var err error
+		for len(recs) > 0 {
+			rec := recs[0]
+			recs = recs[1:]
+			if rec == nil {
+				continue
+			}
+			if err != nil {
+				a.s.post(providerFailover{provider: "stt", err: err})
+			}
+			var stream stt.Stream
+			if stream, err = rec.Stream(ctx, a.cfg.Rate); err == nil {
+				a.mu.Lock()
+				a.stream = stream
+				a.mu.Unlock()
+				return stream, nil
+			}
+		}
+		return nil, err
+	}
+	stream, err := open()
 	if err != nil {
 		return fmt.Errorf("runtime: open speech recognition: %w", err)
 	}
-	a.mu.Lock()
-	a.stream = stream
-	a.mu.Unlock()
 	g.Go(func() error {
-		defer stream.Close()
 		for {
 			tr, err := stream.Recv()
-			if err != nil {
-				if !errors.Is(err, io.EOF) && ctx.Err() == nil {
-					a.s.post(providerFailure{provider: "stt", err: err})
-				}
+			if err == nil {
+				a.relay(ctx, tr)
+				continue
+			}
+			a.mu.Lock()
+			a.stream = nil
+			a.mu.Unlock()
+			stream.Close()
+			if errors.Is(err, io.EOF) || ctx.Err() != nil {
 				return nil
 			}
-			a.relay(ctx, tr)
+			if len(recs) == 0 || recs[0] == nil {
+				a.s.post(providerFailure{provider: "stt", err: err})
+				return nil
+			}
+			a.s.post(providerFailover{provider: "stt", err: err})
+			if stream, err = open(); err != nil {
+				a.s.post(providerFailure{provider: "stt", err: err})
+				return nil
+			}
 		}
 	})
 	return nil
@@ -262,6 +296,9 @@ func (a *audioInput) judge(ctx context.Context, f media.Frame, cancelled bool) e
 			}
 		}
 		if err := stream.Write(f); err != nil {
+			if !a.current(stream) {
+				return a.decide(ctx, d) // failed over meanwhile
+			}
 			return fmt.Errorf("runtime: speech recognition: %w", err)
 		}
 		// A ruled-out suspicion ends its utterance too, so the recogniser
@@ -274,6 +311,13 @@ func (a *audioInput) judge(ctx context.Context, f media.Frame, cancelled bool) e
 		}
 	}
 	return a.decide(ctx, d)
+}
+
+// current reports whether stream is still the recogniser in use.
+func (a *audioInput) current(stream stt.Stream) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stream == stream
 }
 
 // decide hands an arbiter decision to the conductor.

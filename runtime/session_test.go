@@ -24,6 +24,7 @@ import (
 type frameLog struct {
 	mu     sync.Mutex
 	frames []sentFrame
+	loud   time.Duration // of frames with any sample beyond ±100
 }
 
 type sentFrame struct {
@@ -35,7 +36,20 @@ func (l *frameLog) WriteFrame(f media.Frame) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.frames = append(l.frames, sentFrame{at: time.Now(), epoch: f.Epoch})
+	for _, v := range f.Samples {
+		if v > 100 || v < -100 {
+			l.loud += f.Duration()
+			break
+		}
+	}
 	return nil
+}
+
+// audible is how much of the output carried sound.
+func (l *frameLog) audible() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.loud
 }
 
 func (l *frameLog) sent() []sentFrame {
@@ -66,6 +80,7 @@ type setup struct {
 	opts      []Option
 	stt       *scripted.STT
 	textOnly  bool
+	agent     func(*Agent) // last changes to the agent
 }
 
 func start(t *testing.T, su setup) *harness {
@@ -81,6 +96,9 @@ func start(t *testing.T, su setup) *harness {
 	}
 	if su.stt != nil {
 		agent.STT = su.stt
+	}
+	if su.agent != nil {
+		su.agent(agent)
 	}
 	opts := append([]Option{WithOutput(h.out, media.Rate16k), WithID("test")}, su.opts...)
 	h.s, err = New(agent, opts...)
