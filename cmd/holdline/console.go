@@ -19,17 +19,24 @@ import (
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/examples/booking"
 	"github.com/holdline/holdline/runtime"
-	"github.com/holdline/holdline/scripted"
 )
 
+// agentDef is an agent the CLI can run by name.
+type agentDef struct {
+	// phrases are what its callers say, for a local recogniser's grammar.
+	phrases []string
+	build   func(p *providers) *runtime.Agent
+}
+
 // agents are the agents the CLI can run by name.
-var agents = map[string]func(wordsPerSecond float64) (*runtime.Agent, error){
-	"booking": func(wps float64) (*runtime.Agent, error) {
-		voice, err := scripted.NewTTS(scripted.WithWordsPerSecond(wps))
-		if err != nil {
-			return nil, err
-		}
-		return booking.New(booking.NewRestaurant(8), booking.WithTTS(voice)), nil
+var agents = map[string]agentDef{
+	"booking": {
+		phrases: booking.Phrases,
+		build: func(p *providers) *runtime.Agent {
+			a := booking.New(booking.NewRestaurant(8), booking.WithModel(p.model), booking.WithTTS(p.tts), booking.WithSTT(p.stt))
+			a.BackupModel, a.BackupTTS, a.BackupSTT = p.backupModel, p.backupTTS, p.backupSTT
+			return a
+		},
 	},
 }
 
@@ -51,19 +58,22 @@ func consoleCmd(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	fs.SetOutput(stderr)
 	name := fs.String("agent", "booking", "agent to run ("+agentNames()+")")
 	eventsPath := fs.String("events", "", "also write every event as JSON lines to `FILE`")
-	wps := fs.Float64("words-per-second", 2.5, "speaking pace of the demo voice")
 	verbose := fs.Bool("v", false, "log debug detail to standard error")
+	var pf providerFlags
+	pf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	build, ok := agents[*name]
+	def, ok := agents[*name]
 	if !ok {
 		return fmt.Errorf("no agent named %q (have: %s)", *name, agentNames())
 	}
-	agent, err := build(*wps)
+	prov, err := pf.build(def.phrases, false)
 	if err != nil {
 		return err
 	}
+	defer prov.Close()
+	agent := def.build(prov)
 	level := slog.LevelWarn
 	if *verbose {
 		level = slog.LevelDebug

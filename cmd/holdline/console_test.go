@@ -18,7 +18,7 @@ func TestConsoleScriptedBooking(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var out, errs bytes.Buffer
 		in := strings.NewReader("Book a table for two at seven\n")
-		err := run(context.Background(), []string{"console", "--agent", "booking", "--events", eventsPath}, in, &out, &errs)
+		err := run(context.Background(), []string{"console", "--agent", "booking", "--llm", "demo", "--tts", "demo", "--events", eventsPath}, in, &out, &errs)
 		if err != nil {
 			t.Fatalf("console: %v\nstderr: %s", err, errs.String())
 		}

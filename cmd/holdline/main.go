@@ -1,6 +1,6 @@
 // Command holdline runs Holdline voice agents.
 //
-//	holdline console --agent booking [--events FILE]
+//	holdline console --agent booking [--llm demo|openai|realtime] [--model NAME] [--stt ...] [--tts ...] [--events FILE]
 //	holdline simulate FILE|DIR... [--sweep N] [--seed S] [--set PARAM=DURATION] [--json]
 //
 // console talks to an agent in the terminal: type as the caller; the agent's
@@ -43,6 +43,8 @@ commands:
   simulate  run scenario files in virtual time (holdline simulate examples/scenarios --sweep 200)
   bargein-eval
             measure barge-in decisions on a generated echo corpus, every mode side by side
+  fake-openai
+            serve an OpenAI-compatible API answered by the demo model, to try the OpenAI providers offline
 `
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -57,6 +59,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return simulateCmd(ctx, args[1:], stdout, stderr)
 	case "bargein-eval":
 		return bargeinEvalCmd(ctx, args[1:], stdout, stderr)
+	case "fake-openai":
+		return fakeOpenAICmd(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

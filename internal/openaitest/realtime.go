@@ -603,7 +603,13 @@ func (rs *rtSession) request() llm.Request {
 		case "function_call":
 			req.Context.Items = append(req.Context.Items, llm.Item{Kind: llm.KindToolCall, CallID: it.CallID, Name: it.Name, Arguments: json.RawMessage(it.Arguments)})
 		case "function_call_output":
-			req.Context.Items = append(req.Context.Items, llm.Item{Kind: llm.KindToolResult, CallID: it.CallID, Output: it.Output})
+			name := ""
+			for _, c := range rs.items {
+				if c.Type == "function_call" && c.CallID == it.CallID {
+					name = c.Name
+				}
+			}
+			req.Context.Items = append(req.Context.Items, llm.Item{Kind: llm.KindToolResult, CallID: it.CallID, Name: name, Output: it.Output})
 		}
 	}
 	return req
