@@ -80,7 +80,9 @@ type stream struct {
 	c    *Client
 	r    *response
 	ctx  context.Context
-	stop func() bool
+
+	stopMu sync.Mutex
+	stop   func() bool // unregisters the cancel-on-ctx hook
 
 	closeOnce sync.Once
 	pcm       []int16
@@ -127,7 +129,9 @@ func (c *Client) Stream(ctx context.Context, req llm.Request) (llm.Stream, error
 	}
 	s := &stream{c: c, r: r, ctx: ctx}
 	// Barge-in cancels the response at once, whoever is reading.
+	s.stopMu.Lock()
 	s.stop = context.AfterFunc(ctx, func() { s.Close() })
+	s.stopMu.Unlock()
 	return s, nil
 }
 
@@ -188,8 +192,11 @@ func (s *stream) Recv() (llm.Chunk, error) {
 // Close cancels the response if it is still going. It never waits.
 func (s *stream) Close() error {
 	s.closeOnce.Do(func() {
-		if s.stop != nil {
-			s.stop()
+		s.stopMu.Lock()
+		stop := s.stop
+		s.stopMu.Unlock()
+		if stop != nil {
+			stop()
 		}
 		s.c.mu.Lock()
 		defer s.c.mu.Unlock()
