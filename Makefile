@@ -3,7 +3,8 @@ GO ?= go
 BIN := bin/holdline
 # System packages the tests use. Installed once, idempotently:
 # libspeexdsp for echo cancellation, espeak-ng and sox to synthesise the
-# barge-in corpus, pocketsphinx to transcribe it.
+# barge-in corpus and as the local voice, pocketsphinx to transcribe it and
+# as the local recogniser.
 APT_PACKAGES := libspeexdsp1 libspeexdsp-dev espeak-ng sox pocketsphinx pocketsphinx-en-us
 # Silero VAD: the ONNX Runtime library from the npm package onnxruntime-node
 # and the model from @livekit/agents-plugin-silero, fetched with npm pack.
@@ -16,8 +17,9 @@ SILERO_NPM := @livekit/agents-plugin-silero@1.9.0
 build:
 	$(GO) build -o $(BIN) ./cmd/holdline
 
-# run: the console with the booking agent (type as the caller).
-run: build
+# run: the console with the booking agent (type as the caller). With no
+# OPENAI_API_KEY it runs on this machine: demo model, espeak-ng voice.
+run: deps build
 	./$(BIN) console --agent booking
 
 # deps installs what the tests need; a no-op when everything is present.
