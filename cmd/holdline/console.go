@@ -18,6 +18,7 @@ import (
 
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/examples/booking"
+	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/runtime"
 )
 
@@ -59,6 +60,8 @@ func consoleCmd(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	name := fs.String("agent", "booking", "agent to run ("+agentNames()+")")
 	eventsPath := fs.String("events", "", "also write every event as JSON lines to `FILE`")
 	verbose := fs.Bool("v", false, "log debug detail to standard error")
+	audioIn := fs.String("audio-in", "", "speak as the caller from a WAV `FILE` (after the greeting) instead of typing: heard through the recogniser")
+	audioOut := fs.String("audio-out", "", "record what the agent said to a WAV `FILE` (16 kHz)")
 	var pf providerFlags
 	pf.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -68,7 +71,16 @@ func consoleCmd(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if !ok {
 		return fmt.Errorf("no agent named %q (have: %s)", *name, agentNames())
 	}
-	prov, err := pf.build(def.phrases, false)
+	var (
+		caller []int16
+		err    error
+	)
+	if *audioIn != "" {
+		if caller, err = loadCaller(*audioIn); err != nil {
+			return err
+		}
+	}
+	prov, err := pf.build(def.phrases, caller != nil)
 	if err != nil {
 		return err
 	}
@@ -79,7 +91,24 @@ func consoleCmd(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	sess, err := runtime.New(agent, runtime.WithLogger(logger))
+	opts := []runtime.Option{runtime.WithLogger(logger)}
+	if *audioOut != "" {
+		f, err := os.Create(*audioOut)
+		if err != nil {
+			return fmt.Errorf("agent audio: %w", err)
+		}
+		defer f.Close()
+		rec, err := media.NewWAVWriter(f, lineRate)
+		if err != nil {
+			return fmt.Errorf("agent audio: %w", err)
+		}
+		defer rec.Close()
+		opts = append(opts, runtime.WithOutput(rec, lineRate))
+	}
+	if caller != nil {
+		opts = append(opts, runtime.WithInput(runtime.InputConfig{Rate: lineRate}))
+	}
+	sess, err := runtime.New(agent, opts...)
 	if err != nil {
 		return err
 	}
@@ -101,12 +130,26 @@ func consoleCmd(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	go func() { runErr <- sess.Run(ctx) }()
 
 	c := &console{sess: sess, sub: sub, out: stdout, sink: sink}
-	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+	var lineErr chan error
+	if caller != nil {
+		c.line = &line{sess: sess}
+		lineErr = make(chan error, 1)
+		go func() { lineErr <- c.line.run(ctx) }()
+	}
+	switch f, ok := stdin.(*os.File); {
+	case caller != nil:
+		err = c.spoken(ctx, caller, agent.OnEnter != nil)
+	case ok && term.IsTerminal(int(f.Fd())):
 		err = c.interactive(ctx, stdin, agent.OnEnter != nil)
-	} else {
+	default:
 		err = c.scripted(ctx, stdin, agent.OnEnter != nil)
 	}
 	cancel()
+	if lineErr != nil {
+		if lerr := <-lineErr; err == nil {
+			err = lerr
+		}
+	}
 	if rerr := <-runErr; err == nil {
 		err = rerr
 	}
@@ -119,6 +162,7 @@ func consoleCmd(ctx context.Context, args []string, stdin io.Reader, stdout, std
 
 type console struct {
 	sess *runtime.Session
+	line *line // the caller's audio line, with --audio-in
 	sub  *events.Subscription
 	sink *events.JSONL
 
@@ -176,15 +220,43 @@ func (c *console) until(ctx context.Context, what string, done func(events.Event
 	}
 }
 
+// greeting waits for the agent's greeting to settle.
+func (c *console) greeting(ctx context.Context) error {
+	started := false
+	return c.until(ctx, "the greeting", func(e events.Event) bool {
+		started = started || e.Kind == events.TurnStarted
+		return started && e.Kind == events.Idle
+	})
+}
+
+// spoken plays the caller's recorded speech down the line after the
+// greeting and waits for the agent to answer every turn it heard.
+func (c *console) spoken(ctx context.Context, caller []int16, greets bool) error {
+	if greets {
+		if err := c.greeting(ctx); err != nil {
+			return err
+		}
+	}
+	sent := c.line.say(caller)
+	select {
+	case <-sent:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// The caller has finished; the agent answers what it heard, tool
+	// calls and follow-ups included, until nothing is left to do.
+	heard := false
+	return c.until(ctx, "the answer to the caller's speech", func(e events.Event) bool {
+		heard = heard || e.Kind == events.UserTurn
+		return heard && e.Kind == events.Idle
+	})
+}
+
 // scripted reads one line per turn and waits for the agent to settle after
 // each, so the output is a faithful transcript of the conversation.
 func (c *console) scripted(ctx context.Context, stdin io.Reader, greets bool) error {
 	if greets {
-		started := false
-		if err := c.until(ctx, "the greeting", func(e events.Event) bool {
-			started = started || e.Kind == events.TurnStarted
-			return started && e.Kind == events.Idle
-		}); err != nil {
+		if err := c.greeting(ctx); err != nil {
 			return err
 		}
 	}
