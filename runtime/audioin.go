@@ -109,6 +109,9 @@ type audioInput struct {
 	// endPending: the transcript relay ruled a suspicion out; the frame
 	// path ends the utterance (Stream.EndOfSpeech belongs to the writer).
 	endPending atomic.Bool
+	// writeFailing: the recogniser refused the last frame; reported once
+	// per run of refusals.
+	writeFailing atomic.Bool
 
 	// mu guards the arbiter and the recogniser stream: the frame path and
 	// the transcript relay both use them.
@@ -296,11 +299,15 @@ func (a *audioInput) judge(ctx context.Context, f media.Frame, cancelled bool) e
 			}
 		}
 		if err := stream.Write(f); err != nil {
-			if !a.current(stream) {
-				return a.decide(ctx, d) // failed over meanwhile
+			// The frame's turn-taking decision stands and the caller's
+			// line stays up: a recogniser that failed over meanwhile, or
+			// fell behind, costs words, which the event reports.
+			if a.current(stream) && ctx.Err() == nil && !a.writeFailing.Swap(true) {
+				a.s.post(providerFailure{provider: "stt", err: err})
 			}
-			return fmt.Errorf("runtime: speech recognition: %w", err)
+			return a.decide(ctx, d)
 		}
+		a.writeFailing.Store(false)
 		// A ruled-out suspicion ends its utterance too, so the recogniser
 		// finalises it now, inside the arbiter's drop window.
 		ended := a.endPending.Swap(false)
