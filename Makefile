@@ -54,7 +54,7 @@ test: deps models vet build
 	./$(BIN) simulate examples/scenarios --sweep 2000
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./media/ ./runtime/ ./vad/ ./tools/ ./sim/
+	$(GO) test -run '^$$' -bench . -benchmem ./media/ ./runtime/ ./vad/ ./tools/ ./sim/ ./llm/openai/ ./tts/espeak/ ./stt/pocketsphinx/
 
 clean:
 	rm -rf bin
