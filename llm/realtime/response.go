@@ -77,9 +77,9 @@ func (r *response) addCall(callID, name, args string) {
 
 // stream is the llm.Stream of one response.
 type stream struct {
-	c    *Client
-	r    *response
-	ctx  context.Context
+	c   *Client
+	r   *response
+	ctx context.Context
 
 	stopMu sync.Mutex
 	stop   func() bool // unregisters the cancel-on-ctx hook
