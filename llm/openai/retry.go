@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/holdline/holdline/internal/openaihttp"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	goopenai "github.com/sashabaranov/go-openai"
@@ -55,28 +54,10 @@ func (d doer) Do(r *http.Request) (*http.Response, error) {
 // bytes, a misconfigured proxy's HTML page may be more.
 const maxErrorBody = 64 << 10
 
-// retryAfter reads retry-after-ms (OpenAI's) or Retry-After in seconds or
-// as an HTTP date; 0 means absent or unreadable.
+// retryAfter is how long the server asked to wait; 0 means it did not
+// say (or said 0), and the backoff decides.
 func retryAfter(h http.Header) time.Duration {
-	if v := h.Get("Retry-After-Ms"); v != "" {
-		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && ms > 0 {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s > 0 {
-			return time.Duration(s * float64(time.Second))
-		}
-		return 0
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(time.Until(t), 0)
-	}
-	return 0
+	return max(openaihttp.RetryAfter(h), 0)
 }
 
 // backoff is the wait before retry n (0-based): Retry-After if the server
