@@ -224,13 +224,6 @@ func (rs *rtSession) fail(eventID, typ, code, msg string) {
 	rs.send(map[string]any{"type": "error", "error": map[string]any{"type": typ, "code": code, "message": msg, "event_id": eventID}})
 }
 
-func (rs *rtSession) newID(prefix string) string {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	rs.seq++
-	return fmt.Sprintf("%s_%d", prefix, rs.seq)
-}
-
 // index is the position of item id, or -1. Called with rs.mu held.
 func (rs *rtSession) index(id string) int {
 	for i, it := range rs.items {

@@ -22,7 +22,6 @@ type response struct {
 	cancelWanted bool
 	cancelSent   bool
 	calls        []llm.ToolCall // function calls, in output order, not yet handed over
-	items        map[string]bool
 
 	mu    sync.Mutex
 	queue []llm.Chunk
@@ -31,7 +30,7 @@ type response struct {
 }
 
 func newResponse() *response {
-	return &response{wake: make(chan struct{}, 1), items: map[string]bool{}}
+	return &response{wake: make(chan struct{}, 1)}
 }
 
 func (r *response) push(ch llm.Chunk) {
@@ -85,7 +84,6 @@ type stream struct {
 	stop   func() bool // unregisters the cancel-on-ctx hook
 
 	closeOnce sync.Once
-	pcm       []int16
 }
 
 // Stream sends the session's context and asks for a response. It waits,
@@ -208,7 +206,7 @@ func (s *stream) Close() error {
 	return nil
 }
 
-// decodePCM decodes base64 PCM16LE into samples, reusing buf.
+// decodePCM decodes base64 PCM16LE into samples, appended to buf[:0].
 func decodePCM(buf []int16, b64 string) ([]int16, error) {
 	raw, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil {
