@@ -365,7 +365,6 @@ func (q *outputQueue) enqueue(ctx context.Context, samples []int16, rate int) (t
 type voiceWords struct {
 	text    strings.Builder // transcript not yet split into words
 	pending []string        // whole words not yet timed
-	start   time.Duration   // where the model's audio began on the turn timeline
 	at      time.Duration   // end of the last timed word
 	begun   bool
 }
@@ -376,7 +375,7 @@ const voiceCharsPerSecond = 14
 
 func (v *voiceWords) begin(offset time.Duration) {
 	if !v.begun {
-		v.begun, v.start, v.at = true, offset, offset
+		v.begun, v.at = true, offset
 	}
 }
 
