@@ -96,8 +96,9 @@ func (s *Server) SetRealtimeAudioPerChar(d time.Duration) {
 	s.realtime.mu.Unlock()
 }
 
-// RealtimeEvents returns the client events received on every Realtime
-// connection, in order.
+// RealtimeEvents returns the client events handled on every Realtime
+// connection, in order. An event is listed once its effect on the
+// conversation is visible through RealtimeConversation.
 func (s *Server) RealtimeEvents() []RealtimeEvent {
 	s.realtime.mu.Lock()
 	defer s.realtime.mu.Unlock()
@@ -202,10 +203,12 @@ func (s *Server) serveRealtime(w http.ResponseWriter, r *http.Request) {
 			rs.fail("", "invalid_request_error", "invalid_json", "The server could not parse the event.")
 			continue
 		}
+		rs.dispatch(head.Type, head.EventID, b)
+		// Recorded once handled, so a test that sees an event also sees
+		// what it did to the conversation.
 		s.realtime.mu.Lock()
 		s.realtime.events = append(s.realtime.events, RealtimeEvent{Type: head.Type, Raw: append(json.RawMessage(nil), b...)})
 		s.realtime.mu.Unlock()
-		rs.dispatch(head.Type, head.EventID, b)
 	}
 }
 
