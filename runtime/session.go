@@ -377,6 +377,20 @@ func (s *Session) GenerateReply(ctx context.Context, instructions string) error 
 	return s.send(ctx, ReplyRequest{Instructions: instructions})
 }
 
+// TransportLost tells the session the caller's connection dropped (a
+// browser closed, ICE failed, a phone leg timed out). The agent stops
+// speaking at once: nothing more can reach the caller, so what they heard
+// is what was played. The session goes on; tools keep running.
+func (s *Session) TransportLost(ctx context.Context) error {
+	return s.send(ctx, TransportLost{})
+}
+
+// TransportRestored tells the session the caller is back on a new
+// connection (a resumed browser session). Caller audio or text says so too.
+func (s *Session) TransportRestored(ctx context.Context) error {
+	return s.send(ctx, TransportRestored{})
+}
+
 // ChatContext returns a copy of the chat context as it stands.
 func (s *Session) ChatContext(ctx context.Context) (llm.ChatContext, error) {
 	return ask(ctx, s, func(c *conductor) llm.ChatContext { return c.context() })
