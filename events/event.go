@@ -26,6 +26,7 @@ const (
 	TurnStarted     Kind = "turn_started"      // a new agent turn (epoch) began
 	InferenceSent   Kind = "inference_sent"    // a model request went out
 	TurnInterrupted Kind = "turn_interrupted"  // the turn was cut short
+	PlayoutStarted  Kind = "playout_started"   // the turn's first audio reached the caller's line
 	PlayoutDone     Kind = "playout_done"      // all of the turn's audio played (Text: what was said)
 	PlayoutTruncate Kind = "playout_truncated" // the turn's audio was cut (Text: what was played)
 	TurnSettled     Kind = "turn_settled"      // nothing of the turn is still in flight

@@ -29,6 +29,7 @@ type playerConfig struct {
 	frameDur    time.Duration
 	bufferDur   time.Duration
 	epochDone   func(epoch uint64)
+	epochStart  func(epoch uint64)
 	idleSilence bool
 }
 
@@ -54,6 +55,13 @@ func WithBufferDuration(d time.Duration) PlayerOption {
 // not block: the next frame waits for it.
 func WithEpochDone(fn func(epoch uint64)) PlayerOption {
 	return func(c *playerConfig) { c.epochDone = fn }
+}
+
+// WithEpochStart sets a function called, from the Player's goroutine, once
+// the first frame of an epoch has been handed to the sink: the moment the
+// caller starts hearing a turn. It must not block.
+func WithEpochStart(fn func(epoch uint64)) PlayerOption {
+	return func(c *playerConfig) { c.epochStart = fn }
 }
 
 // WithIdleSilence makes the Player write a silent frame (Epoch 0) every
@@ -108,11 +116,14 @@ type epochSlot struct {
 // All methods are safe for concurrent use. Enqueue and one frame period
 // allocate nothing.
 type Player struct {
-	sink        Sink
-	rate        int
-	frameDur    time.Duration
-	frameLen    int
-	epochDone   func(uint64)
+	sink       Sink
+	rate       int
+	frameDur   time.Duration
+	frameLen   int
+	epochDone  func(uint64)
+	epochStart func(uint64)
+	// started is the last epoch epochStart was called for.
+	started     uint64
 	idleSilence bool
 
 	running atomic.Bool
@@ -173,6 +184,7 @@ func NewPlayer(sink Sink, opts ...PlayerOption) (*Player, error) {
 		frameDur:    c.frameDur,
 		frameLen:    frameLen,
 		epochDone:   c.epochDone,
+		epochStart:  c.epochStart,
 		idleSilence: c.idleSilence,
 		wake:        make(chan struct{}, 1),
 		ring:        make([]int16, SamplesFor(c.rate, c.bufferDur)),
@@ -494,6 +506,12 @@ func (p *Player) tick() error {
 				p.uncredit(epoch, int64(n))
 			}
 			return fmt.Errorf("media: Player sink: %w", err)
+		}
+	}
+	if n > 0 && epoch != p.started {
+		p.started = epoch
+		if p.epochStart != nil {
+			p.epochStart(epoch)
 		}
 	}
 	if p.epochDone != nil {

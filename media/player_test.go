@@ -804,3 +804,43 @@ func TestPlayerPauseResumesFromTheSameSample(t *testing.T) {
 		t.Fatalf("%d samples of an epoch flushed while paused were played", len(got))
 	}
 }
+
+func TestPlayerEpochStartFiresOnceAtTheFirstFrameHeard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var starts []uint64
+		var writesAtStart []int
+		sink := &recSink{}
+		p, err := NewPlayer(sink, WithPlayerRate(testRate), WithEpochStart(func(e uint64) {
+			mu.Lock()
+			starts = append(starts, e)
+			writesAtStart = append(writesAtStart, len(sink.written()))
+			mu.Unlock()
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		startPlayer(t, p)
+		time.Sleep(3 * testFrame) // idle: nothing started
+		enqueue(t, p, 1, tagged(1, 0, 3*frameLen))
+		time.Sleep(2 * testFrame)
+		p.Pause() // a pause and resume is the same turn, not a new start
+		time.Sleep(2 * testFrame)
+		p.Resume()
+		time.Sleep(2 * testFrame)
+		p.Flush(1)
+		enqueue(t, p, 2, tagged(2, 0, frameLen))
+		time.Sleep(3 * testFrame)
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(starts, []uint64{1, 2}) {
+			t.Fatalf("starts %v, want [1 2]", starts)
+		}
+		// Called after the frame reached the sink, never before.
+		for i, n := range writesAtStart {
+			if w := sink.written(); n == 0 || w[n-1].epoch != starts[i] {
+				t.Errorf("start of epoch %d called before its first frame was written", starts[i])
+			}
+		}
+	})
+}

@@ -215,6 +215,10 @@ func (c *conductor) handle(in Input) {
 				c.emit(events.Event{Kind: events.ProviderError, Epoch: in.Epoch, Provider: "tts", Error: in.Err.Error()})
 			}
 		}
+	case PlayoutStarted:
+		if t := c.liveTurn(in.Epoch); t != nil && !t.playoutDone {
+			c.emit(events.Event{Kind: events.PlayoutStarted, Epoch: in.Epoch})
+		}
 	case PlayoutFinished:
 		c.onPlayoutFinished(in.Epoch)
 	case ToolOutcome:

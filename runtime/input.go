@@ -79,6 +79,9 @@ type SpeechDone struct {
 	Err   error
 }
 
+// PlayoutStarted says the first sample of turn Epoch has been played.
+type PlayoutStarted struct{ Epoch uint64 }
+
 // PlayoutFinished says the last queued sample of turn Epoch has been played.
 type PlayoutFinished struct{ Epoch uint64 }
 
@@ -142,6 +145,7 @@ func (ModelDone) input()         {}
 func (SpeechWords) input()       {}
 func (SpeechDone) input()        {}
 func (PlayoutFinished) input()   {}
+func (PlayoutStarted) input()    {}
 func (ToolOutcome) input()       {}
 func (timerFired) input()        {}
 func (ReconcileOutcome) input()  {}

@@ -236,6 +236,7 @@ func New(agent *Agent, opts ...Option) (*Session, error) {
 		media.WithPlayerRate(cfg.rate),
 		media.WithFrameDuration(cfg.frame),
 		media.WithEpochDone(func(epoch uint64) { s.post(PlayoutFinished{Epoch: epoch}) }),
+		media.WithEpochStart(func(epoch uint64) { s.post(PlayoutStarted{Epoch: epoch}) }),
 		// The canceller's reference must be continuous: what was played,
 		// silence included. The tap keeps idle silence from the sink.
 		media.WithIdleSilence(canceller != nil),
