@@ -1,18 +1,21 @@
 # Holdline: the two commands a fresh machine needs are `make run` and `make test`.
 GO ?= go
 BIN := bin/holdline
-# System packages the tests use. Installed once, idempotently:
+# System packages. Installed once, idempotently:
 # libspeexdsp for echo cancellation, espeak-ng and sox to synthesise the
 # barge-in corpus and as the local voice, pocketsphinx to transcribe it and
-# as the local recogniser.
-APT_PACKAGES := libspeexdsp1 libspeexdsp-dev espeak-ng sox pocketsphinx pocketsphinx-en-us
+# as the local recogniser, libopus (with pkg-config) for WebRTC audio.
+APT_PACKAGES := libspeexdsp1 libspeexdsp-dev espeak-ng sox pocketsphinx pocketsphinx-en-us \
+	pkg-config libopus-dev libopusfile-dev
+# The browser tests: Debian's Chromium, driven by playwright-core.
+APT_TEST_PACKAGES := chromium
 # Silero VAD: the ONNX Runtime library from the npm package onnxruntime-node
 # and the model from @livekit/agents-plugin-silero, fetched with npm pack.
 MODELS_DIR ?= $(HOME)/.cache/holdline
 ORT_NPM := onnxruntime-node@1.30.0
 SILERO_NPM := @livekit/agents-plugin-silero@1.9.0
 
-.PHONY: run test build deps models vet bench clean
+.PHONY: run test build deps test-deps apt models vet bench clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/holdline
@@ -24,7 +27,13 @@ run: deps build
 
 # deps installs what the tests need; a no-op when everything is present.
 deps:
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@$(MAKE) --no-print-directory apt PACKAGES="$(APT_PACKAGES)"
+
+test-deps: deps
+	@$(MAKE) --no-print-directory apt PACKAGES="$(APT_TEST_PACKAGES)"
+
+apt:
+	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update && apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends $$missing; \
@@ -49,7 +58,7 @@ $(MODELS_DIR)/silero_vad.onnx:
 vet:
 	$(GO) vet ./...
 
-test: deps models vet build
+test: test-deps models vet build
 	HOLDLINE_MODELS_DIR=$(MODELS_DIR) HOLDLINE_REQUIRE_MODELS=1 $(GO) test -race -count=1 ./...
 	./$(BIN) simulate examples/scenarios --sweep 2000
 

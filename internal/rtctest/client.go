@@ -1,0 +1,453 @@
+// Package rtctest is a WebRTC client for tests and benchmarks: it does what
+// the reference web client does (offer, data channel, microphone, the
+// agent's audio) with pion, in process, and records what it heard.
+package rtctest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hraban/opus"
+	"github.com/pion/interceptor"
+	pion "github.com/pion/webrtc/v4"
+	pionmedia "github.com/pion/webrtc/v4/pkg/media"
+
+	"github.com/holdline/holdline/events"
+)
+
+const (
+	rate      = 48000
+	frame     = rate / 50 // 20 ms
+	frameTime = 20 * time.Millisecond
+)
+
+// Level is the loudness of one packet of the agent's audio as received.
+type Level struct {
+	At  time.Time
+	RMS float64 // 0..1 of full scale
+}
+
+// Options for Dial.
+type Options struct {
+	// Token is the server's bearer token, if it needs one.
+	Token string
+	// ResumeToken resumes the session it names.
+	ResumeToken string
+	// After is the last event seq already seen (hello's "after").
+	After uint64
+	// NoHello keeps the client from asking for events.
+	NoHello bool
+}
+
+// Client is one connection to a Holdline server.
+type Client struct {
+	Location    string
+	ResumeToken string
+	Resumed     bool
+
+	pc    *pion.PeerConnection
+	track *pion.TrackLocalStaticSample
+	dc    *pion.DataChannel
+
+	mu       sync.Mutex
+	wake     chan struct{}
+	evs      []events.Event
+	seen     map[uint64]bool
+	captions []string
+	errs     []string
+	levels   []Level
+	mic      [][]int16 // 20 ms frames waiting to be sent
+	onsets   []time.Time
+	sending  bool // the last frame sent had sound
+	open     bool
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// ErrStatus is returned for a refused offer; Status and Reason say how.
+type ErrStatus struct {
+	Status int
+	Reason string
+}
+
+func (e *ErrStatus) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Status, e.Reason) }
+
+var api = func() *pion.API {
+	m := &pion.MediaEngine{}
+	if err := m.RegisterCodec(pion.RTPCodecParameters{
+		RTPCodecCapability: pion.RTPCodecCapability{MimeType: pion.MimeTypeOpus, ClockRate: rate, Channels: 2, SDPFmtpLine: "minptime=10;useinbandfec=1"},
+		PayloadType:        111,
+	}, pion.RTPCodecTypeAudio); err != nil {
+		panic(err)
+	}
+	ir := &interceptor.Registry{}
+	if err := pion.RegisterDefaultInterceptors(m, ir); err != nil {
+		panic(err)
+	}
+	var se pion.SettingEngine
+	se.SetIncludeLoopbackCandidate(true)
+	se.SetNetworkTypes([]pion.NetworkType{pion.NetworkTypeUDP4})
+	se.SetInterfaceFilter(func(name string) bool { return name == "lo" })
+	return pion.NewAPI(pion.WithMediaEngine(m), pion.WithInterceptorRegistry(ir), pion.WithSettingEngine(se))
+}()
+
+// Dial connects to the server at base (http://host:port) and waits until
+// media and the data channel are up.
+func Dial(ctx context.Context, base string, o Options) (*Client, error) {
+	pc, err := api.NewPeerConnection(pion.Configuration{})
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{pc: pc, wake: make(chan struct{}), seen: map[uint64]bool{}, stop: make(chan struct{})}
+	ok := false
+	defer func() {
+		if !ok {
+			c.Close()
+		}
+	}()
+	c.track, err = pion.NewTrackLocalStaticSample(pion.RTPCodecCapability{MimeType: pion.MimeTypeOpus, ClockRate: rate, Channels: 2}, "mic", "rtctest")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pc.AddTransceiverFromTrack(c.track, pion.RTPTransceiverInit{Direction: pion.RTPTransceiverDirectionSendrecv}); err != nil {
+		return nil, err
+	}
+	c.dc, err = pc.CreateDataChannel("holdline", nil)
+	if err != nil {
+		return nil, err
+	}
+	opened := make(chan struct{})
+	c.dc.OnOpen(func() {
+		c.mu.Lock()
+		c.open = true
+		c.mu.Unlock()
+		if !o.NoHello {
+			b, _ := json.Marshal(map[string]any{"type": "hello", "after": o.After})
+			_ = c.dc.SendText(string(b))
+		}
+		close(opened)
+	})
+	c.dc.OnMessage(func(m pion.DataChannelMessage) { c.onMessage(m.Data) })
+	connected := make(chan struct{})
+	var once sync.Once
+	pc.OnConnectionStateChange(func(s pion.PeerConnectionState) {
+		if s == pion.PeerConnectionStateConnected {
+			once.Do(func() { close(connected) })
+		}
+	})
+	pc.OnTrack(func(tr *pion.TrackRemote, _ *pion.RTPReceiver) {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.listen(tr)
+		}()
+	})
+	offer, err := pc.CreateOffer(nil)
+	if err != nil {
+		return nil, err
+	}
+	gathered := pion.GatheringCompletePromise(pc)
+	if err := pc.SetLocalDescription(offer); err != nil {
+		return nil, err
+	}
+	select {
+	case <-gathered:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	answer, err := c.post(ctx, base, o, pc.LocalDescription().SDP)
+	if err != nil {
+		return nil, err
+	}
+	if err := pc.SetRemoteDescription(pion.SessionDescription{Type: pion.SDPTypeAnswer, SDP: answer}); err != nil {
+		return nil, err
+	}
+	for _, ch := range []chan struct{}{connected, opened} {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("connecting: %w", ctx.Err())
+		}
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.speak()
+	}()
+	ok = true
+	return c, nil
+}
+
+func (c *Client) post(ctx context.Context, base string, o Options, offer string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/sessions", bytes.NewBufferString(offer))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/sdp")
+	if o.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+o.Token)
+	}
+	if o.ResumeToken != "" {
+		req.Header.Set("Holdline-Resume-Token", o.ResumeToken)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusCreated {
+		return "", &ErrStatus{Status: resp.StatusCode, Reason: string(bytes.TrimSpace(body))}
+	}
+	c.Location = resp.Header.Get("Location")
+	c.ResumeToken = resp.Header.Get("Holdline-Resume-Token")
+	c.Resumed = resp.Header.Get("Holdline-Session-Resumed") == "true"
+	return string(body), nil
+}
+
+func (c *Client) notify() {
+	close(c.wake)
+	c.wake = make(chan struct{})
+}
+
+func (c *Client) onMessage(b []byte) {
+	var m struct {
+		Type  string       `json:"type"`
+		Event events.Event `json:"event"`
+		Text  string       `json:"text"`
+		Error string       `json:"error"`
+	}
+	if json.Unmarshal(b, &m) != nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch m.Type {
+	case "event":
+		if !c.seen[m.Event.Seq] || m.Event.Kind == events.EventsDropped {
+			c.seen[m.Event.Seq] = true
+			c.evs = append(c.evs, m.Event)
+		}
+	case "caption":
+		c.captions = append(c.captions, m.Text)
+	case "error":
+		c.errs = append(c.errs, m.Error)
+	}
+	c.notify()
+}
+
+// listen decodes the agent's audio and records its level per packet.
+func (c *Client) listen(tr *pion.TrackRemote) {
+	dec, err := opus.NewDecoder(rate, 1)
+	if err != nil {
+		return
+	}
+	pcm := make([]int16, 6*frame)
+	for {
+		pkt, _, err := tr.ReadRTP()
+		if err != nil {
+			return
+		}
+		n, err := dec.Decode(pkt.Payload, pcm)
+		if err != nil {
+			continue
+		}
+		lv := Level{At: time.Now(), RMS: rms(pcm[:n])}
+		c.mu.Lock()
+		c.levels = append(c.levels, lv)
+		c.notify()
+		c.mu.Unlock()
+	}
+}
+
+func rms(s []int16) float64 {
+	if len(s) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, v := range s {
+		f := float64(v) / 32768
+		sum += f * f
+	}
+	return math.Sqrt(sum / float64(len(s)))
+}
+
+// speak sends the microphone: queued audio, else silence, every 20 ms, as
+// a browser does.
+func (c *Client) speak() {
+	enc, err := opus.NewEncoder(rate, 1, opus.AppVoIP)
+	if err != nil {
+		return
+	}
+	silence := make([]int16, frame)
+	buf := make([]byte, 1500)
+	t := time.NewTicker(frameTime)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		pcm := silence
+		if len(c.mic) > 0 {
+			pcm, c.mic = c.mic[0], c.mic[1:]
+		}
+		loud := rms(pcm) > 0.01
+		if loud && !c.sending {
+			c.onsets = append(c.onsets, time.Now())
+		}
+		c.sending = loud
+		c.mu.Unlock()
+		n, err := enc.Encode(pcm, buf)
+		if err != nil {
+			continue
+		}
+		_ = c.track.WriteSample(pionmedia.Sample{Data: append([]byte(nil), buf[:n]...), Duration: frameTime})
+	}
+}
+
+// Say queues 48 kHz audio for the microphone, after what is queued.
+func (c *Client) Say(samples []int16) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(samples) > 0 {
+		f := make([]int16, frame)
+		n := copy(f, samples)
+		samples = samples[n:]
+		c.mic = append(c.mic, f)
+	}
+}
+
+// Tone returns d of a 220 Hz tone with harmonics at level (0..1), at
+// 48 kHz: loud and voiced enough for any voice detector.
+func Tone(d time.Duration, level float64) []int16 {
+	n := int(d * rate / time.Second)
+	out := make([]int16, n)
+	for i := range out {
+		t := float64(i) / rate
+		v := math.Sin(2*math.Pi*220*t) + 0.5*math.Sin(2*math.Pi*440*t) + 0.25*math.Sin(2*math.Pi*660*t)
+		out[i] = int16(level / 1.75 * 32767 * v)
+	}
+	return out
+}
+
+// Silence returns d of silence at 48 kHz.
+func Silence(d time.Duration) []int16 { return make([]int16, int(d*rate/time.Second)) }
+
+// Onsets returns when the microphone went from silence to sound.
+func (c *Client) Onsets() []time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]time.Time(nil), c.onsets...)
+}
+
+// Levels returns the level of every packet of agent audio received.
+func (c *Client) Levels() []Level {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Level(nil), c.levels...)
+}
+
+// Events returns the session events received, in order.
+func (c *Client) Events() []events.Event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]events.Event(nil), c.evs...)
+}
+
+// Captions returns the captions received.
+func (c *Client) Captions() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.captions...)
+}
+
+// Errors returns the error messages the server sent.
+func (c *Client) Errors() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.errs...)
+}
+
+// Wait waits until cond holds, checking it whenever something arrives.
+func (c *Client) Wait(ctx context.Context, what string, cond func(c *Client) bool) error {
+	for {
+		c.mu.Lock()
+		wake := c.wake
+		c.mu.Unlock()
+		if cond(c) {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+		}
+	}
+}
+
+// WaitEvent waits for an event matching match and returns it.
+func (c *Client) WaitEvent(ctx context.Context, match func(events.Event) bool) (events.Event, error) {
+	var got events.Event
+	err := c.Wait(ctx, "an event", func(c *Client) bool {
+		for _, e := range c.Events() {
+			if match(e) {
+				got = e
+				return true
+			}
+		}
+		return false
+	})
+	return got, err
+}
+
+// SendText sends typed input on the data channel.
+func (c *Client) SendText(text string) error {
+	b, _ := json.Marshal(map[string]any{"type": "text", "text": text})
+	return c.dc.SendText(string(b))
+}
+
+// Send sends a raw data channel message.
+func (c *Client) Send(msg string) error { return c.dc.SendText(msg) }
+
+// Close hangs up this connection (the session waits to be resumed).
+func (c *Client) Close() error {
+	select {
+	case <-c.stop:
+	default:
+		close(c.stop)
+	}
+	err := c.pc.Close()
+	c.wg.Wait()
+	return err
+}
+
+// Delete ends the session on the server.
+func (c *Client) Delete(ctx context.Context, base, token string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, base+c.Location, nil)
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		return &ErrStatus{Status: resp.StatusCode}
+	}
+	return nil
+}

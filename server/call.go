@@ -1,0 +1,359 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/media"
+	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/webrtc"
+)
+
+const (
+	// callTimeout bounds one request to the session core from a transport
+	// callback (typed input, connection lost or back).
+	callTimeout = 2 * time.Second
+	// captionEvery is how often the words heard so far of a playing turn
+	// are sent as a caption.
+	captionEvery = 250 * time.Millisecond
+	// eventBuffer is the event subscription's buffer: room for bursts
+	// while the log appends.
+	eventBuffer = 4096
+)
+
+// call is one session and the connections it has had.
+type call struct {
+	s       *Server
+	id      string
+	ctx     context.Context // ends the session and everything of the call
+	cancel  context.CancelFunc
+	sess    *runtime.Session
+	release func()
+	sub     *events.Subscription
+	log     *eventLog
+
+	peer    atomic.Pointer[webrtc.Peer] // the current connection, nil while none
+	pushMu  sync.Mutex                  // PushAudio is called from one goroutine at a time
+	playing atomic.Bool                 // a turn's audio is playing: captions are worth sending
+
+	token string // guarded by s.mu
+
+	mu      sync.Mutex
+	running bool // Run was started (the first connection came up)
+	down    bool // the connection dropped and no new one is up yet
+	ended   bool
+	timer   *time.Timer // the connect timeout, then the resume TTL while down
+	endOnce sync.Once
+}
+
+func newCall(s *Server, id string) *call {
+	c := &call{s: s, id: id, log: newEventLog(s.cfg.history)}
+	c.ctx, c.cancel = context.WithCancel(s.ctx)
+	return c
+}
+
+// prepare makes the agent and the session. Nothing runs until the first
+// connection is up, so the greeting is not spoken into a connection that
+// cannot carry it yet.
+func (c *call) prepare(ctx context.Context) error {
+	agent, release, err := c.s.newAgent(ctx)
+	if err != nil {
+		return err
+	}
+	if release == nil {
+		release = func() {}
+	}
+	opts := []runtime.Option{
+		runtime.WithID(c.id),
+		runtime.WithOutput(c, media.Rate48k),
+		runtime.WithInput(runtime.InputConfig{Rate: media.Rate16k, NoEchoCancellation: !c.s.cfg.echoCancel}),
+		runtime.WithLogger(c.s.cfg.log.With("session", c.id)),
+	}
+	c.sess, err = runtime.New(agent, append(opts, c.s.cfg.sessionOpts...)...)
+	if err != nil {
+		release()
+		return err
+	}
+	c.release = release
+	c.sub = c.sess.Subscribe(eventBuffer)
+	c.s.wg.Go(c.pump)
+	c.mu.Lock()
+	c.timer = time.AfterFunc(c.s.cfg.connectTimeout, func() { c.end("no connection within the connect timeout") })
+	c.mu.Unlock()
+	return nil
+}
+
+// WriteFrame sends the agent's audio to the current connection; with none
+// it is dropped, as a phone line drops what is said into it while cut.
+func (c *call) WriteFrame(f media.Frame) error {
+	if p := c.peer.Load(); p != nil {
+		return p.WriteFrame(f)
+	}
+	return nil
+}
+
+// pump keeps the event log and the metrics.
+func (c *call) pump() {
+	obs := c.s.metrics.observer()
+	var last uint64
+	for e := range c.sub.C() {
+		if e.Seq == 0 { // a drop notice: keep the log's order
+			e.Seq = last
+		}
+		last = e.Seq
+		switch e.Kind {
+		case events.PlayoutStarted:
+			c.playing.Store(true)
+		case events.PlayoutDone, events.PlayoutTruncate, events.TurnInterrupted:
+			c.playing.Store(false)
+		}
+		c.log.append(e)
+		obs.observe(e)
+	}
+	c.log.close()
+}
+
+// peerRef ties a Handler's callbacks to the peer they belong to, known only
+// once Answer returns.
+type peerRef struct {
+	p     atomic.Pointer[webrtc.Peer]
+	hello sync.Once
+}
+
+func (r *peerRef) current(c *call) bool {
+	p := r.p.Load()
+	return p != nil && p == c.peer.Load()
+}
+
+func (c *call) handler() (webrtc.Handler, *peerRef) {
+	ref := &peerRef{}
+	return webrtc.Handler{
+		Audio: func(f media.Frame) {
+			if !ref.current(c) {
+				return
+			}
+			c.pushMu.Lock()
+			defer c.pushMu.Unlock()
+			c.mu.Lock()
+			running := c.running
+			c.mu.Unlock()
+			if running {
+				_ = c.sess.PushAudio(c.ctx, f)
+			}
+		},
+		Message: func(b []byte) { c.onMessage(ref, b) },
+		ChannelOpen: func() {
+			if p := ref.p.Load(); p != nil {
+				c.send(p, map[string]any{"type": "session", "id": c.id, "agent": c.s.cfg.agentName})
+			}
+		},
+		Connected: func(up bool) {
+			if !ref.current(c) {
+				return
+			}
+			if up {
+				c.connected()
+			} else {
+				c.disconnected()
+			}
+		},
+	}, ref
+}
+
+// attach makes peer the call's connection, replacing (and closing) the old
+// one: a reloaded page's offer arrives before its old connection times out.
+func (c *call) attach(peer *webrtc.Peer, ref *peerRef) {
+	ref.p.Store(peer)
+	old := c.peer.Swap(peer)
+	if old != nil {
+		// Whatever went to the old connection since the client left is
+		// lost: the agent stops, as for any drop, until this one is up.
+		c.disconnected()
+		c.s.wg.Go(func() { old.Close() })
+	}
+	c.s.wg.Go(func() {
+		select {
+		case <-peer.Done():
+			if c.peer.CompareAndSwap(peer, nil) {
+				c.disconnected()
+			}
+		case <-c.ctx.Done():
+			peer.Close()
+		}
+	})
+}
+
+func (c *call) connected() {
+	c.mu.Lock()
+	if c.ended {
+		c.mu.Unlock()
+		return
+	}
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+	first, back := !c.running, c.down
+	c.running, c.down = true, false
+	c.mu.Unlock()
+	switch {
+	case first:
+		c.s.wg.Go(c.run)
+	case back:
+		ctx, cancel := context.WithTimeout(c.ctx, callTimeout)
+		defer cancel()
+		_ = c.sess.TransportRestored(ctx)
+	}
+}
+
+func (c *call) disconnected() {
+	c.mu.Lock()
+	if c.ended || c.down || !c.running {
+		c.mu.Unlock()
+		return
+	}
+	c.down = true
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.timer = time.AfterFunc(c.s.cfg.resumeTTL, func() { c.end("not resumed within the resume TTL") })
+	c.mu.Unlock()
+	c.s.metrics.connectionsLost.Inc()
+	ctx, cancel := context.WithTimeout(c.ctx, callTimeout)
+	defer cancel()
+	_ = c.sess.TransportLost(ctx)
+}
+
+func (c *call) run() {
+	err := c.sess.Run(c.ctx)
+	if err != nil {
+		c.s.cfg.log.Error("session failed", "session", c.id, "err", err)
+	}
+	c.end("session ended")
+	c.release()
+}
+
+// end ends the call once: the session stops, the connection closes, the
+// token answers 410 from now on.
+func (c *call) end(reason string) {
+	c.endOnce.Do(func() {
+		c.mu.Lock()
+		c.ended = true
+		ran := c.running
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		c.mu.Unlock()
+		c.cancel()
+		if !ran && c.sub != nil {
+			c.sub.Close() // Run never closed the bus: end the pump here
+			c.release()
+		}
+		c.s.mu.Lock()
+		tok := c.token
+		c.s.mu.Unlock()
+		c.s.forget(c, tok)
+		c.s.metrics.sessionsActive.Dec()
+		c.s.cfg.log.Info("session ended", "session", c.id, "reason", reason)
+	})
+}
+
+// inject is typed input from the client.
+func (c *call) inject(ctx context.Context, text string) error {
+	c.mu.Lock()
+	running := c.running
+	c.mu.Unlock()
+	if !running {
+		return errors.New("the session has not connected yet")
+	}
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	return c.sess.Inject(ctx, text)
+}
+
+// clientMessage is what a client sends on the data channel.
+type clientMessage struct {
+	Type  string `json:"type"`
+	Text  string `json:"text"`
+	After uint64 `json:"after"`
+}
+
+func (c *call) onMessage(ref *peerRef, b []byte) {
+	p := ref.p.Load()
+	if p == nil {
+		return
+	}
+	var m clientMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		c.send(p, map[string]any{"type": "error", "error": "not a JSON message: " + err.Error()})
+		return
+	}
+	switch m.Type {
+	case "hello":
+		ref.hello.Do(func() { c.s.wg.Go(func() { c.forward(p, m.After) }) })
+	case "text":
+		if err := c.inject(c.ctx, m.Text); err != nil {
+			c.send(p, map[string]any{"type": "error", "error": "input not taken: " + err.Error()})
+		}
+	default:
+		c.send(p, map[string]any{"type": "error", "error": fmt.Sprintf("unknown message type %q (want hello or text)", m.Type)})
+	}
+}
+
+func (c *call) send(p *webrtc.Peer, v any) {
+	b, err := json.Marshal(v)
+	if err == nil {
+		_ = p.Send(b)
+	}
+}
+
+// forward sends a connection the session's events after seq, then live
+// ones, and captions of the playing turn, until the connection or the
+// session ends.
+func (c *call) forward(p *webrtc.Peer, seq uint64) {
+	tick := time.NewTicker(captionEvery)
+	defer tick.Stop()
+	var caption runtime.Caption
+	for {
+		evs, wake, closed := c.log.after(seq)
+		for _, e := range evs {
+			c.send(p, map[string]any{"type": "event", "event": e})
+			seq = e.Seq
+		}
+		if closed {
+			return
+		}
+		select {
+		case <-wake:
+		case <-p.Done():
+			return
+		case <-c.ctx.Done():
+			// The last events (session_ended) are still to come.
+			if _, _, closed := c.log.after(seq); !closed {
+				select {
+				case <-wake:
+					continue
+				case <-time.After(callTimeout):
+				}
+			}
+			return
+		case <-tick.C:
+			if !c.playing.Load() {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(c.ctx, callTimeout)
+			now, err := c.sess.NowPlaying(ctx)
+			cancel()
+			if err == nil && now != caption && now.Text != "" {
+				caption = now
+				c.send(p, map[string]any{"type": "caption", "epoch": now.Epoch, "text": now.Text})
+			}
+		}
+	}
+}

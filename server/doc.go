@@ -1,0 +1,24 @@
+// Package server is Holdline's HTTP front door for browsers and other
+// WebRTC clients: one handler that creates sessions from SDP offers,
+// resumes them after a reload or a network change, streams their events,
+// exports Prometheus metrics and serves the reference web client.
+//
+// Routes:
+//
+//	POST   /v1/sessions               SDP offer in, 201 + SDP answer out (WHIP-style);
+//	                                  Location names the session, Holdline-Resume-Token resumes it
+//	DELETE /v1/sessions/{id}          end the session
+//	GET    /v1/sessions/{id}/events   Server-Sent Events of the session (Last-Event-ID honoured)
+//	POST   /v1/sessions/{id}/input    {"text": "..."}: typed input, like the data channel's
+//	GET    /v1/config                 what the web client needs to know
+//	GET    /metrics                   Prometheus
+//	GET    /healthz                   liveness
+//	GET    /                          the reference web client
+//
+// A session outlives its connection. When the connection drops, the agent
+// stops speaking (what the caller heard is what was played) and the
+// session waits for a new offer carrying its resume token, up to the
+// resume TTL; tools keep running and their results are there when the
+// caller is back. The token rotates with every connection, so a token
+// that resumed a session cannot be replayed.
+package server

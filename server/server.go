@@ -1,0 +1,461 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/webrtc"
+)
+
+// Defaults. Every wait and every table has a bound.
+const (
+	DefaultResumeTTL      = 2 * time.Minute
+	DefaultMaxSessions    = 200
+	DefaultConnectTimeout = 30 * time.Second
+	DefaultEventHistory   = 4096
+	// maxOfferBytes bounds an SDP offer; real ones are a few kilobytes.
+	maxOfferBytes = 64 << 10
+	// goneMemory is how long an ended session's token still answers 410
+	// rather than 404, and goneMax how many such tokens are kept.
+	goneMemory = time.Hour
+	goneMax    = 10000
+)
+
+// Header names of the session API.
+const (
+	HeaderResumeToken = "Holdline-Resume-Token"
+	HeaderResumed     = "Holdline-Session-Resumed"
+)
+
+// AgentFunc makes the agent for a new session, with a function that
+// releases what it holds (provider connections, decoders) once the session
+// has ended.
+type AgentFunc func(ctx context.Context) (agent *runtime.Agent, release func(), err error)
+
+type config struct {
+	token          string
+	resumeTTL      time.Duration
+	maxSessions    int
+	connectTimeout time.Duration
+	history        int
+	transport      *webrtc.Transport
+	log            *slog.Logger
+	sessionOpts    []runtime.Option
+	agentName      string
+	echoCancel     bool
+}
+
+// Option configures a Server.
+type Option func(*config) error
+
+// WithToken requires "Authorization: Bearer token" on every session request.
+func WithToken(token string) Option {
+	return func(c *config) error { c.token = token; return nil }
+}
+
+// WithResumeTTL sets how long a session whose connection dropped waits for
+// the caller to come back (default DefaultResumeTTL).
+func WithResumeTTL(d time.Duration) Option {
+	return positive("resume TTL", d, func(c *config) { c.resumeTTL = d })
+}
+
+// WithConnectTimeout sets how long a new session waits for its first
+// connection before it is dropped (default DefaultConnectTimeout).
+func WithConnectTimeout(d time.Duration) Option {
+	return positive("connect timeout", d, func(c *config) { c.connectTimeout = d })
+}
+
+// WithMaxSessions caps concurrent sessions (default DefaultMaxSessions);
+// beyond it new sessions get 503.
+func WithMaxSessions(n int) Option {
+	return func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("server: max sessions %d", n)
+		}
+		c.maxSessions = n
+		return nil
+	}
+}
+
+// WithTransport sets the WebRTC transport (default webrtc.NewTransport()).
+func WithTransport(t *webrtc.Transport) Option {
+	return func(c *config) error { c.transport = t; return nil }
+}
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error { c.log = l; return nil }
+}
+
+// WithSessionOptions adds options to every session (endpointing, a
+// journal, input settings).
+func WithSessionOptions(opts ...runtime.Option) Option {
+	return func(c *config) error { c.sessionOpts = append(c.sessionOpts, opts...); return nil }
+}
+
+// WithAgentName sets the name the web client shows.
+func WithAgentName(name string) Option {
+	return func(c *config) error { c.agentName = name; return nil }
+}
+
+// WithEchoCancellation turns on Holdline's own echo canceller for browser
+// callers. It is off by default: browsers cancel echo themselves before
+// Opus, and a second canceller costs CPU for nothing.
+func WithEchoCancellation(on bool) Option {
+	return func(c *config) error { c.echoCancel = on; return nil }
+}
+
+func positive(what string, d time.Duration, set func(*config)) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("server: %s %v must be positive", what, d)
+		}
+		set(c)
+		return nil
+	}
+}
+
+// Server is the HTTP handler. Close it to end every session.
+type Server struct {
+	cfg      config
+	newAgent AgentFunc
+	mux      *http.ServeMux
+	metrics  *metrics
+
+	ctx    context.Context // ends every call
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	calls  map[string]*call
+	tokens map[string]*call
+	gone   map[string]time.Time // tokens of ended sessions
+	closed bool
+}
+
+// New returns a Server whose sessions run agents made by newAgent.
+func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
+	if newAgent == nil {
+		return nil, errors.New("server: New needs an AgentFunc")
+	}
+	cfg := config{
+		resumeTTL:      DefaultResumeTTL,
+		maxSessions:    DefaultMaxSessions,
+		connectTimeout: DefaultConnectTimeout,
+		history:        DefaultEventHistory,
+		log:            slog.Default(),
+		agentName:      "agent",
+	}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.transport == nil {
+		t, err := webrtc.NewTransport(webrtc.WithLogger(cfg.log))
+		if err != nil {
+			return nil, err
+		}
+		cfg.transport = t
+	}
+	s := &Server{
+		cfg:      cfg,
+		newAgent: newAgent,
+		mux:      http.NewServeMux(),
+		metrics:  newMetrics(),
+		calls:    map[string]*call{},
+		tokens:   map[string]*call{},
+		gone:     map[string]time.Time{},
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.mux.HandleFunc("POST /v1/sessions", s.authorized(s.createSession))
+	s.mux.HandleFunc("DELETE /v1/sessions/{id}", s.authorized(s.deleteSession))
+	s.mux.HandleFunc("GET /v1/sessions/{id}/events", s.authorized(s.streamEvents))
+	s.mux.HandleFunc("POST /v1/sessions/{id}/input", s.authorized(s.postInput))
+	s.mux.HandleFunc("GET /v1/config", s.serveConfig)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok\n")
+	})
+	s.mux.Handle("GET /", webClient())
+	return s, nil
+}
+
+// ServeHTTP serves the routes listed in the package documentation.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Close ends every session and waits for them to wind down.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	calls := make([]*call, 0, len(s.calls))
+	for _, c := range s.calls {
+		calls = append(calls, c)
+	}
+	s.mu.Unlock()
+	s.cancel()
+	for _, c := range calls {
+		c.end("server closed")
+	}
+	s.wg.Wait()
+	return nil
+}
+
+// Sessions returns how many sessions are in progress.
+func (s *Server) Sessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.calls)
+}
+
+// authorized wraps h with the bearer-token check when a token is set. The
+// events stream also takes the token as ?access_token=, because a
+// browser's EventSource cannot send headers.
+func (s *Server) authorized(h http.HandlerFunc) http.HandlerFunc {
+	if s.cfg.token == "" {
+		return h
+	}
+	want := []byte(s.cfg.token)
+	return func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok && r.Method == http.MethodGet {
+			got, ok = r.URL.Query().Get("access_token"), true
+		}
+		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="holdline"`)
+			s.fail(w, http.StatusUnauthorized, "a bearer token is required (Authorization: Bearer $HOLDLINE_TOKEN)")
+			return
+		}
+		h(w, r)
+	}
+}
+
+// fail answers a refused request with a reason a developer can act on.
+func (s *Server) fail(w http.ResponseWriter, status int, reason string) {
+	s.metrics.rejected.WithLabelValues(fmt.Sprint(status)).Inc()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	fmt.Fprintln(w, reason)
+}
+
+func (s *Server) serveConfig(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{
+		"agent":         s.cfg.agentName,
+		"auth_required": s.cfg.token != "",
+		"resume_ttl_ms": s.cfg.resumeTTL.Milliseconds(),
+	})
+}
+
+func newToken() string {
+	b := make([]byte, 24)
+	rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func newID() string {
+	b := make([]byte, 12)
+	rand.Read(b)
+	return "s_" + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// createSession answers an offer: a new session, or with a resume token
+// the session the token names, on a new connection.
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/sdp") {
+		s.fail(w, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type is %q; send the SDP offer as application/sdp", ct))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxOfferBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			s.fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the offer is over %d bytes", maxOfferBytes))
+			return
+		}
+		s.fail(w, http.StatusBadRequest, "reading the offer: "+err.Error())
+		return
+	}
+	offer := string(body)
+	if tok := r.Header.Get(HeaderResumeToken); tok != "" {
+		s.resume(w, r, tok, offer)
+		return
+	}
+	s.start(w, r, offer)
+}
+
+func (s *Server) start(w http.ResponseWriter, r *http.Request, offer string) {
+	s.mu.Lock()
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		s.fail(w, http.StatusServiceUnavailable, "the server is shutting down")
+		return
+	case len(s.calls) >= s.cfg.maxSessions:
+		s.mu.Unlock()
+		w.Header().Set("Retry-After", "5")
+		s.fail(w, http.StatusServiceUnavailable, fmt.Sprintf("the server is full (%d sessions)", s.cfg.maxSessions))
+		return
+	}
+	c := newCall(s, newID())
+	s.calls[c.id] = c // holds the place against the limit while it starts
+	s.mu.Unlock()
+
+	h, ref := c.handler()
+	peer, err := s.cfg.transport.Answer(r.Context(), offer, h)
+	if err != nil {
+		s.forget(c, "")
+		s.answerError(w, err)
+		return
+	}
+	if err := c.prepare(r.Context()); err != nil {
+		peer.Close()
+		s.forget(c, "")
+		s.cfg.log.Error("session not started", "err", err)
+		s.fail(w, http.StatusInternalServerError, "the agent could not be started: "+err.Error())
+		return
+	}
+	tok := newToken()
+	s.mu.Lock()
+	c.token = tok
+	s.tokens[tok] = c
+	s.mu.Unlock()
+	c.attach(peer, ref)
+	s.metrics.sessionsTotal.Inc()
+	s.metrics.sessionsActive.Inc()
+	s.cfg.log.Info("session created", "session", c.id)
+	s.answered(w, c, tok, peer.Answer(), false)
+}
+
+func (s *Server) resume(w http.ResponseWriter, r *http.Request, tok, offer string) {
+	s.mu.Lock()
+	c, ok := s.tokens[tok]
+	_, ended := s.gone[tok]
+	s.mu.Unlock()
+	switch {
+	case ended:
+		s.fail(w, http.StatusGone, "the session this token resumed has ended")
+		return
+	case !ok:
+		s.fail(w, http.StatusNotFound, "no session has this resume token (it may have been used already: tokens rotate with every connection)")
+		return
+	}
+	h, ref := c.handler()
+	peer, err := s.cfg.transport.Answer(r.Context(), offer, h)
+	if err != nil {
+		s.answerError(w, err)
+		return
+	}
+	next := newToken()
+	s.mu.Lock()
+	if s.tokens[tok] != c { // ended, or resumed by a racing request
+		s.mu.Unlock()
+		peer.Close()
+		s.fail(w, http.StatusGone, "the session ended or was resumed elsewhere while this offer was answered")
+		return
+	}
+	delete(s.tokens, tok)
+	s.tokens[next] = c
+	c.token = next
+	s.mu.Unlock()
+	c.attach(peer, ref)
+	s.metrics.resumesTotal.Inc()
+	s.cfg.log.Info("session resumed", "session", c.id)
+	s.answered(w, c, next, peer.Answer(), true)
+}
+
+func (s *Server) answerError(w http.ResponseWriter, err error) {
+	if errors.Is(err, webrtc.ErrBadOffer) {
+		s.fail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	s.cfg.log.Error("answering an offer", "err", err)
+	s.fail(w, http.StatusInternalServerError, err.Error())
+}
+
+func (s *Server) answered(w http.ResponseWriter, c *call, tok, answer string, resumed bool) {
+	h := w.Header()
+	h.Set("Content-Type", "application/sdp")
+	h.Set("Location", "/v1/sessions/"+c.id)
+	h.Set(HeaderResumeToken, tok)
+	h.Set(HeaderResumed, fmt.Sprint(resumed))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusCreated)
+	io.WriteString(w, answer)
+}
+
+// forget removes an ended call; its token then answers 410 for a while.
+func (s *Server) forget(c *call, tok string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.calls, c.id)
+	if tok == "" {
+		return
+	}
+	delete(s.tokens, tok)
+	now := time.Now()
+	if len(s.gone) >= goneMax {
+		for t, at := range s.gone {
+			if now.Sub(at) > goneMemory || len(s.gone) >= goneMax {
+				delete(s.gone, t)
+			}
+		}
+	}
+	s.gone[tok] = now
+}
+
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request) *call {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	c := s.calls[id]
+	s.mu.Unlock()
+	if c == nil {
+		s.fail(w, http.StatusNotFound, fmt.Sprintf("no session %q", id))
+	}
+	return c
+}
+
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
+	c := s.lookup(w, r)
+	if c == nil {
+		return
+	}
+	c.end("ended by the client")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// postInput takes typed input for the session, as the data channel does.
+func (s *Server) postInput(w http.ResponseWriter, r *http.Request) {
+	c := s.lookup(w, r)
+	if c == nil {
+		return
+	}
+	var in struct {
+		Text string `json:"text"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<10)).Decode(&in); err != nil || strings.TrimSpace(in.Text) == "" {
+		s.fail(w, http.StatusBadRequest, `send {"text": "..."} with some text`)
+		return
+	}
+	if err := c.inject(r.Context(), in.Text); err != nil {
+		s.fail(w, http.StatusConflict, err.Error())
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+}

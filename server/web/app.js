@@ -1,0 +1,1262 @@
+// Holdline reference web client: one page that talks to a voice agent over
+// WebRTC (WHIP-style offer/answer over HTTP, non-trickle ICE) with a data
+// channel for session events, captions and typed input.
+(() => {
+  'use strict';
+
+  // ---------------------------------------------------------------- setup
+
+  const $ = (id) => document.getElementById(id);
+  const params = new URLSearchParams(location.search);
+  const AUDIO_PROCESSING = params.get('aec') !== '0';
+  const AUTOCONNECT = params.get('autoconnect') === '1';
+
+  const RESUME_KEY = 'holdline.resume';
+  const TOKEN_KEY = 'holdline.token';
+
+  const ICE_GATHER_TIMEOUT_MS = 3000;
+  const OPEN_TIMEOUT_MS = 20000;
+  const DISCONNECTED_GRACE_MS = 3000;
+  const RECONNECT_INTERVAL_MS = 2000;
+  const DELETE_TIMEOUT_MS = 3000;
+  const SAMPLE_MS = 10;
+  const LEVEL_WINDOW_MS = 60000;
+  const SPEAKING_THRESHOLD = 0.01;
+  const SPEAKING_HOLD_MS = 250;
+  const FFT_SIZE = 512;
+
+  const LIVE_STATES = new Set(['connecting', 'connected', 'resuming', 'reconnecting']);
+
+  // Kinds hidden from the timeline unless "show all" is ticked.
+  const NOISY = new Set(['speech_started', 'speech_stopped', 'idle', 'turn_started',
+    'inference_sent', 'turn_settled', 'transcript']);
+
+  // kind → [label, tone]
+  const KINDS = {
+    session_started: ['Session started', 'session'],
+    session_ended: ['Session ended', 'session'],
+    speech_started: ['Caller started speaking', 'user'],
+    speech_stopped: ['Caller stopped speaking', 'user'],
+    transcript: ['Heard', 'user'],
+    user_turn: ['Caller turn', 'user'],
+    barge_in_suspected: ['Barge-in suspected', 'barge'],
+    barge_in_confirmed: ['Barge-in confirmed', 'barge'],
+    barge_in_resumed: ['Barge-in dismissed, resumed', 'barge'],
+    transcript_ignored: ['Transcript ignored', 'quiet'],
+    turn_started: ['Agent turn started', 'agent'],
+    inference_sent: ['Model request sent', 'agent'],
+    turn_interrupted: ['Agent turn interrupted', 'barge'],
+    playout_started: ['Agent started speaking', 'agent'],
+    playout_done: ['Agent finished speaking', 'agent'],
+    playout_truncated: ['Agent cut off', 'barge'],
+    turn_settled: ['Agent turn settled', 'agent'],
+    idle: ['Idle', 'quiet'],
+    transport_lost: ['Connection lost', 'warn'],
+    transport_restored: ['Connection restored', 'ok'],
+    provider_error: ['Provider error', 'warn'],
+    provider_failover: ['Provider failover', 'warn'],
+    events_dropped: ['Events dropped', 'warn'],
+  };
+
+  const TOOL_KINDS = {
+    tool_requested: 'requested',
+    tool_deferred: 'deferred',
+    tool_started: 'started',
+    tool_cancel_requested: 'cancel requested',
+    tool_deduped: 'deduped',
+    tool_reconcile: 'reconcile',
+    tool_late_outcome: 'late outcome',
+    tool_terminal: 'finished',
+    tool_committed: 'committed',
+  };
+  const TOOL_CHIP = {
+    tool_requested: 'requested',
+    tool_deferred: 'deferred',
+    tool_started: 'started',
+    tool_cancel_requested: 'cancelling',
+  };
+  const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'timed_out', 'unknown']);
+
+  const ui = {
+    agent: $('agent'),
+    status: $('status'),
+    tokenField: $('token-field'),
+    token: $('token'),
+    connect: $('connect'),
+    disconnect: $('disconnect'),
+    mute: $('mute'),
+    muteLabel: document.querySelector('#mute .mute-label'),
+    sound: $('sound'),
+    micMeter: $('mic-meter'),
+    micFill: document.querySelector('#mic-meter .meter-fill'),
+    micNote: $('mic-note'),
+    speaking: $('speaking'),
+    speakingText: document.querySelector('#speaking .speaking-text'),
+    transcript: $('transcript'),
+    transcriptEmpty: $('transcript-empty'),
+    hearing: $('hearing'),
+    composer: $('composer'),
+    text: $('text'),
+    send: $('send'),
+    showAll: $('show-all'),
+    timeline: $('timeline'),
+    remote: $('remote'),
+  };
+
+  // ---------------------------------------------------------------- state
+
+  const config = { agent: '', auth_required: false, resume_ttl_ms: 120000 };
+  let configReady = Promise.resolve();
+
+  let state = 'idle';
+  let sessionId = null;
+  let resumed = false;
+  let muted = false;
+
+  let events = [];
+  let seen = new Set();
+  let lastSeq = 0;
+  let sessionStartWall = null; // ms since the epoch at session time 0, from the events
+
+  const levelLog = [];
+  let lastLevels = { mic: 0, sent: 0, agent: 0 };
+  let lastAgentLoud = -Infinity;
+  let speakingOn = false;
+
+  let gen = 0; // bumps whenever the current peer connection is replaced or dropped
+  let pc = null;
+  let dc = null;
+  let inFlight = null;
+  let reconnecting = false;
+  let lossStart = null;
+  let disconnectTimer = null;
+  let sessionOver = false;
+  let userStopped = false;
+
+  let micStream = null;
+  let micTrack = null;
+  let micClone = null;
+  let audioCtx = null;
+  let micSource = null;
+  let micAnalyser = null;
+  let agentSource = null;
+  let agentAnalyser = null;
+  let remoteBlocked = false;
+
+  const waiters = [];
+
+  // ---------------------------------------------------------------- storage
+
+  function loadResume() {
+    try {
+      const raw = sessionStorage.getItem(RESUME_KEY);
+      if (!raw) return null;
+      const r = JSON.parse(raw);
+      return r && typeof r.location === 'string' ? r : null;
+    } catch (_) {
+      return null;
+    }
+  }
+
+  function saveResume(r) {
+    try { sessionStorage.setItem(RESUME_KEY, JSON.stringify(r)); } catch (_) { /* storage off */ }
+  }
+
+  function clearResume() {
+    try { sessionStorage.removeItem(RESUME_KEY); } catch (_) { /* storage off */ }
+  }
+
+  function loadToken() {
+    try { return localStorage.getItem(TOKEN_KEY) || ''; } catch (_) { return ''; }
+  }
+
+  function saveToken(t) {
+    try {
+      if (t) localStorage.setItem(TOKEN_KEY, t); else localStorage.removeItem(TOKEN_KEY);
+    } catch (_) { /* storage off */ }
+  }
+
+  function authHeaders() {
+    const t = (ui.token.value || loadToken()).trim();
+    return t ? { Authorization: `Bearer ${t}` } : {};
+  }
+
+  // ---------------------------------------------------------------- state & controls
+
+  const DEFAULT_STATUS = {
+    idle: 'Ready. Press Connect to start talking.',
+    connecting: 'Connecting…',
+    connected: 'Connected. Speak, or type a message.',
+    resuming: 'Resuming your conversation…',
+    reconnecting: 'Connection lost. Reconnecting…',
+    ended: 'Conversation ended.',
+    error: 'Something went wrong.',
+  };
+
+  function setState(s, message, tone) {
+    state = s;
+    document.body.dataset.state = s;
+    setStatus(message || DEFAULT_STATUS[s] || s, tone || (s === 'error' ? 'error' : ''));
+    updateControls();
+    if (s === 'connected') settleWaiters(null);
+    else if (s === 'ended' || s === 'error') settleWaiters(new Error(message || DEFAULT_STATUS[s]));
+  }
+
+  function setStatus(text, tone) {
+    ui.status.textContent = text;
+    if (tone) ui.status.dataset.tone = tone; else delete ui.status.dataset.tone;
+  }
+
+  function settleWaiters(err) {
+    while (waiters.length) {
+      const w = waiters.shift();
+      if (err) w.reject(err); else w.resolve();
+    }
+  }
+
+  function whenConnected() {
+    if (state === 'connected') return Promise.resolve();
+    return new Promise((resolve, reject) => waiters.push({ resolve, reject }));
+  }
+
+  function channelOpen() {
+    return !!dc && dc.readyState === 'open';
+  }
+
+  function updateControls() {
+    const live = LIVE_STATES.has(state);
+    const resume = loadResume();
+    ui.connect.disabled = live;
+    ui.connect.textContent = resume && !live ? 'Reconnect' : 'Connect';
+    ui.disconnect.disabled = !(live || resume);
+    const open = channelOpen();
+    ui.text.disabled = !open;
+    ui.send.disabled = !open;
+    updateSoundButton();
+  }
+
+  function setAgent(name) {
+    if (!name) return;
+    ui.agent.textContent = name;
+    ui.agent.hidden = false;
+    document.title = `Holdline · ${name}`;
+  }
+
+  function showTokenField(focus) {
+    ui.tokenField.hidden = false;
+    if (focus) ui.token.focus();
+  }
+
+  // ---------------------------------------------------------------- audio
+
+  function ensureAudioContext() {
+    if (!audioCtx) {
+      const AC = window.AudioContext || window.webkitAudioContext;
+      if (!AC) return null;
+      try {
+        audioCtx = new AC();
+      } catch (_) {
+        return null;
+      }
+      audioCtx.addEventListener('statechange', updateSoundButton);
+      wireMicAnalyser();
+    }
+    if (audioCtx.state === 'suspended') audioCtx.resume().catch(() => {});
+    return audioCtx;
+  }
+
+  function checkSoundSoon() {
+    if (audioCtx && audioCtx.state === 'suspended') audioCtx.resume().catch(() => {});
+    setTimeout(updateSoundButton, 400);
+  }
+
+  function updateSoundButton() {
+    const blocked = (!!audioCtx && audioCtx.state === 'suspended') || remoteBlocked;
+    ui.sound.hidden = !(blocked && LIVE_STATES.has(state));
+  }
+
+  function unlockAudio() {
+    ensureAudioContext();
+    if (ui.remote.srcObject) {
+      ui.remote.play().then(() => { remoteBlocked = false; updateSoundButton(); }).catch(() => {});
+    }
+    setTimeout(updateSoundButton, 200);
+  }
+
+  function makeAnalyser() {
+    const a = audioCtx.createAnalyser();
+    a.fftSize = FFT_SIZE;
+    a.smoothingTimeConstant = 0;
+    return a;
+  }
+
+  function wireMicAnalyser() {
+    if (!audioCtx || !micClone || micAnalyser) return;
+    try {
+      micSource = audioCtx.createMediaStreamSource(new MediaStream([micClone]));
+      micAnalyser = makeAnalyser();
+      micSource.connect(micAnalyser);
+    } catch (_) {
+      micSource = null;
+      micAnalyser = null;
+    }
+  }
+
+  async function ensureMic() {
+    if (micTrack && micTrack.readyState === 'live') return micTrack;
+    if (!navigator.mediaDevices || !navigator.mediaDevices.getUserMedia) {
+      showMicNote('This browser gives no microphone access here; you can still type.');
+      return null;
+    }
+    try {
+      micStream = await navigator.mediaDevices.getUserMedia({
+        audio: {
+          echoCancellation: AUDIO_PROCESSING,
+          autoGainControl: AUDIO_PROCESSING,
+          noiseSuppression: AUDIO_PROCESSING,
+        },
+        video: false,
+      });
+    } catch (e) {
+      showMicNote(`Microphone unavailable (${e && e.name ? e.name : e}); you can still type.`);
+      return null;
+    }
+    micTrack = micStream.getAudioTracks()[0] || null;
+    if (!micTrack) return null;
+    micTrack.enabled = !muted;
+    micClone = micTrack.clone();
+    micClone.enabled = true;
+    showMicNote('');
+    wireMicAnalyser();
+    return micTrack;
+  }
+
+  function stopMic() {
+    if (micSource) { try { micSource.disconnect(); } catch (_) { /* gone */ } }
+    micSource = null;
+    micAnalyser = null;
+    for (const t of [micTrack, micClone]) if (t) t.stop();
+    if (micStream) micStream.getTracks().forEach((t) => t.stop());
+    micStream = null;
+    micTrack = null;
+    micClone = null;
+  }
+
+  function showMicNote(text) {
+    ui.micNote.textContent = text;
+    ui.micNote.hidden = !text;
+  }
+
+  function onRemoteTrack(e) {
+    if (e.track.kind !== 'audio') return;
+    const stream = (e.streams && e.streams[0]) || new MediaStream([e.track]);
+    // Chrome only feeds remote WebRTC audio into WebAudio when the stream also
+    // plays in a media element.
+    ui.remote.srcObject = stream;
+    ui.remote.play().then(() => { remoteBlocked = false; updateSoundButton(); })
+      .catch(() => { remoteBlocked = true; updateSoundButton(); });
+    detachAgentAnalyser();
+    if (audioCtx) {
+      try {
+        agentSource = audioCtx.createMediaStreamSource(stream);
+        agentAnalyser = makeAnalyser();
+        agentSource.connect(agentAnalyser);
+      } catch (_) {
+        agentSource = null;
+        agentAnalyser = null;
+      }
+    }
+    checkSoundSoon();
+  }
+
+  function detachAgentAnalyser() {
+    if (agentSource) { try { agentSource.disconnect(); } catch (_) { /* gone */ } }
+    agentSource = null;
+    agentAnalyser = null;
+  }
+
+  function setMuted(m) {
+    muted = !!m;
+    if (micTrack) micTrack.enabled = !muted;
+    ui.mute.setAttribute('aria-pressed', String(muted));
+    ui.muteLabel.textContent = muted ? 'Unmute' : 'Mute';
+    ui.micMeter.classList.toggle('muted', muted);
+    document.body.classList.toggle('is-muted', muted);
+    return muted;
+  }
+
+  // ---------------------------------------------------------------- levels
+
+  const sampleBuf = new Float32Array(FFT_SIZE);
+
+  function rms(an) {
+    if (!an) return 0;
+    an.getFloatTimeDomainData(sampleBuf);
+    let s = 0;
+    for (let i = 0; i < sampleBuf.length; i++) s += sampleBuf[i] * sampleBuf[i];
+    return Math.sqrt(s / sampleBuf.length);
+  }
+
+  function meterFraction(level) {
+    const db = 20 * Math.log10(Math.max(level, 1e-5));
+    return Math.min(1, Math.max(0, (db + 60) / 60));
+  }
+
+  function sample() {
+    const t = performance.now();
+    const mic = rms(micAnalyser);
+    const sent = muted || !micTrack ? 0 : mic;
+    const agent = rms(agentAnalyser);
+    lastLevels = { mic, sent, agent };
+    levelLog.push({ t, mic, sent, agent });
+    // Trim in batches, once the oldest entry is a second past the window.
+    if (levelLog[0].t < t - LEVEL_WINDOW_MS - 1000) {
+      let i = 0;
+      while (i < levelLog.length && levelLog[i].t < t - LEVEL_WINDOW_MS) i++;
+      levelLog.splice(0, i);
+    }
+
+    ui.micFill.style.transform = `scaleX(${meterFraction(mic).toFixed(3)})`;
+
+    if (agent > SPEAKING_THRESHOLD) lastAgentLoud = t;
+    const on = t - lastAgentLoud <= SPEAKING_HOLD_MS;
+    if (on !== speakingOn) {
+      speakingOn = on;
+      ui.speaking.dataset.on = String(on);
+      ui.speaking.classList.toggle('on', on);
+      ui.speakingText.textContent = on ? 'Agent speaking' : 'Agent quiet';
+    }
+  }
+
+  // ---------------------------------------------------------------- signalling
+
+  class HttpError extends Error {
+    constructor(status, message) {
+      super(message);
+      this.name = 'HttpError';
+      this.status = status;
+    }
+  }
+
+  function cancelled() {
+    const e = new Error('Cancelled');
+    e.cancelled = true;
+    return e;
+  }
+
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+  function gatheringComplete(conn) {
+    if (conn.iceGatheringState === 'complete') return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        conn.removeEventListener('icegatheringstatechange', check);
+        resolve();
+      };
+      const check = () => { if (conn.iceGatheringState === 'complete') done(); };
+      const timer = setTimeout(done, ICE_GATHER_TIMEOUT_MS);
+      conn.addEventListener('icegatheringstatechange', check);
+    });
+  }
+
+  function idFromLocation(loc) {
+    if (!loc) return null;
+    try {
+      const parts = new URL(loc, location.href).pathname.split('/').filter(Boolean);
+      return parts.length ? decodeURIComponent(parts[parts.length - 1]) : null;
+    } catch (_) {
+      return null;
+    }
+  }
+
+  function closeConnection(conn, channel) {
+    if (channel) { try { channel.close(); } catch (_) { /* closed */ } }
+    if (conn) { try { conn.close(); } catch (_) { /* closed */ } }
+    if (pc === conn) {
+      pc = null;
+      dc = null;
+      detachAgentAnalyser();
+    }
+  }
+
+  // attempt makes one offer on a new peer connection (resuming with token
+  // when given) and resolves once the data channel is open.
+  async function attempt(resumeToken) {
+    const myGen = ++gen;
+    clearTimeout(disconnectTimer);
+    closeConnection(pc, dc);
+
+    const conn = new RTCPeerConnection();
+    const channel = conn.createDataChannel('holdline', { ordered: true });
+    pc = conn;
+    dc = channel;
+    if (micTrack && micTrack.readyState === 'live') {
+      conn.addTransceiver(micTrack, { direction: 'sendrecv' });
+    } else {
+      conn.addTransceiver('audio', { direction: 'sendrecv' });
+    }
+    conn.ontrack = (e) => { if (myGen === gen) onRemoteTrack(e); };
+    conn.addEventListener('connectionstatechange', () => onConnectionState(conn, myGen));
+    channel.onmessage = (e) => {
+      if (myGen !== gen) return;
+      let msg;
+      try { msg = JSON.parse(e.data); } catch (_) { return; }
+      ingest(msg);
+    };
+
+    const opened = new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('Timed out waiting for the connection')), OPEN_TIMEOUT_MS);
+      channel.onopen = () => {
+        clearTimeout(timer);
+        if (myGen !== gen) { reject(cancelled()); return; }
+        channel.send(JSON.stringify({ type: 'hello', after: lastSeq }));
+        resolve();
+      };
+      channel.onclose = () => {
+        clearTimeout(timer);
+        reject(new Error('The connection closed'));
+        if (myGen === gen) onChannelClosed();
+      };
+      conn.addEventListener('connectionstatechange', () => {
+        if (conn.connectionState === 'failed' || conn.connectionState === 'closed') {
+          clearTimeout(timer);
+          reject(new Error('The connection failed'));
+        }
+      });
+    });
+    opened.catch(() => {});
+
+    try {
+      const offer = await conn.createOffer();
+      await conn.setLocalDescription(offer);
+      await gatheringComplete(conn);
+      if (myGen !== gen) throw cancelled();
+
+      const headers = { 'Content-Type': 'application/sdp', ...authHeaders() };
+      if (resumeToken) headers['Holdline-Resume-Token'] = resumeToken;
+      let res;
+      try {
+        res = await fetch('/v1/sessions', { method: 'POST', headers, body: conn.localDescription.sdp, cache: 'no-store' });
+      } catch (_) {
+        throw new HttpError(0, 'Cannot reach the server');
+      }
+      const body = await res.text();
+      if (myGen !== gen) throw cancelled();
+      if (!res.ok) throw new HttpError(res.status, body.trim() || res.statusText || `HTTP ${res.status}`);
+
+      const loc = res.headers.get('Location');
+      const token = res.headers.get('Holdline-Resume-Token');
+      if (loc) saveResume({ location: loc, token: token || null });
+      resumed = res.headers.get('Holdline-Session-Resumed') === 'true';
+      const id = idFromLocation(loc);
+      if (id && sessionId && id !== sessionId) resetStore();
+      if (id) sessionId = id;
+      if (resumed) addLocalEntry('resumed', 'Resumed session', 'ok');
+
+      await conn.setRemoteDescription({ type: 'answer', sdp: body });
+      await opened;
+      if (myGen !== gen) throw cancelled();
+    } catch (e) {
+      if (myGen !== gen) throw e.cancelled ? e : cancelled(); // replaced or stopped meanwhile
+      gen++;
+      closeConnection(conn, channel);
+      throw e;
+    }
+  }
+
+  function onConnectionState(conn, myGen) {
+    if (myGen !== gen) return;
+    const s = conn.connectionState;
+    if (s === 'connected') {
+      clearTimeout(disconnectTimer);
+      lossStart = null;
+    } else if (s === 'disconnected') {
+      if (lossStart == null) lossStart = performance.now();
+      clearTimeout(disconnectTimer);
+      disconnectTimer = setTimeout(() => {
+        if (myGen === gen && conn.connectionState === 'disconnected') onConnectionLost();
+      }, DISCONNECTED_GRACE_MS);
+    } else if (s === 'failed') {
+      if (lossStart == null) lossStart = performance.now();
+      onConnectionLost();
+    }
+  }
+
+  function onChannelClosed() {
+    if (lossStart == null) lossStart = performance.now();
+    onConnectionLost();
+  }
+
+  function onConnectionLost() {
+    if (state !== 'connected' || sessionOver || userStopped) return;
+    reconnectLoop();
+  }
+
+  async function reconnectLoop() {
+    if (reconnecting) return;
+    reconnecting = true;
+    const started = lossStart != null ? lossStart : performance.now();
+    const ttl = Number(config.resume_ttl_ms) > 0 ? Number(config.resume_ttl_ms) : 120000;
+    setState('reconnecting');
+    try {
+      for (;;) {
+        if (sessionOver || userStopped) return;
+        const r = loadResume();
+        if (!r || !r.token) {
+          sessionGone('The connection was lost and the conversation cannot be resumed.');
+          return;
+        }
+        const t0 = performance.now();
+        try {
+          await attempt(r.token);
+          setConnected();
+          return;
+        } catch (e) {
+          if (e.cancelled || userStopped || sessionOver) return;
+          if (e.status === 404 || e.status === 410) {
+            sessionGone();
+            return;
+          }
+          if (e.status === 401) {
+            showTokenField(true);
+            setState('error', e.message || 'Access token missing or wrong');
+            return;
+          }
+          if (performance.now() - started > ttl) {
+            sessionGone('Could not reconnect in time. The conversation has ended.');
+            return;
+          }
+          setState('reconnecting', `Connection lost. Reconnecting… (${e.message})`, 'warn');
+          await sleep(Math.max(0, RECONNECT_INTERVAL_MS - (performance.now() - t0)));
+        }
+      }
+    } finally {
+      reconnecting = false;
+      lossStart = null;
+    }
+  }
+
+  function setConnected() {
+    lossStart = null;
+    setState('connected', resumed ? 'Connected. Your conversation was resumed.' : DEFAULT_STATUS.connected);
+    checkSoundSoon();
+    if (!ui.text.matches(':focus') && window.matchMedia('(hover: hover)').matches) {
+      ui.text.focus({ preventScroll: true });
+    }
+  }
+
+  function sessionGone(message) {
+    sessionOver = true;
+    gen++;
+    clearTimeout(disconnectTimer);
+    clearResume();
+    closeConnection(pc, dc);
+    stopMic();
+    setState('ended', message || 'The previous conversation has ended.', 'warn');
+  }
+
+  // ---------------------------------------------------------------- public actions
+
+  function connect() {
+    // Runs synchronously inside the click: the audio context is allowed to start.
+    ensureAudioContext();
+    if (state === 'connected') return Promise.resolve();
+    if (inFlight) return inFlight;
+    if (reconnecting) return whenConnected();
+
+    const startGen = gen;
+    const run = (async () => {
+      await configReady;
+      if (gen !== startGen) throw cancelled(); // stopped while the configuration loaded
+      if (state === 'connected') return;
+      sessionOver = false;
+      userStopped = false;
+      const r = loadResume();
+      const resuming = !!(r && r.token);
+      if (resuming) {
+        setState('resuming');
+      } else {
+        clearResume();
+        resetStore();
+        sessionId = null;
+        resumed = false;
+        setState('connecting');
+      }
+      await ensureMic();
+      if (userStopped) {
+        stopMic();
+        throw cancelled();
+      }
+      try {
+        await attempt(resuming ? r.token : null);
+      } catch (e) {
+        if (e.cancelled) throw e;
+        if (resuming && (e.status === 404 || e.status === 410)) {
+          sessionGone();
+        } else {
+          if (e.status === 401) showTokenField(true);
+          setState('error', e.message || String(e));
+        }
+        throw e;
+      }
+      setConnected();
+    })();
+    inFlight = run;
+    const clear = () => { if (inFlight === run) inFlight = null; };
+    run.then(clear, clear);
+    return run;
+  }
+
+  async function disconnect() {
+    userStopped = true;
+    gen++;
+    clearTimeout(disconnectTimer);
+    const r = loadResume();
+    const conn = pc;
+    const channel = dc;
+    clearResume();
+    stopMic();
+    ui.hearing.hidden = true;
+    setState('ended', 'Conversation ended.');
+    if (conn) closeConnectionLater(conn, channel);
+    try {
+      if (r && r.location) {
+        const ctl = new AbortController();
+        const timer = setTimeout(() => ctl.abort(), DELETE_TIMEOUT_MS);
+        try {
+          await fetch(r.location, { method: 'DELETE', headers: authHeaders(), signal: ctl.signal });
+        } finally {
+          clearTimeout(timer);
+        }
+      }
+    } catch (_) {
+      // The session times out on the server anyway.
+    } finally {
+      closeConnection(conn, channel);
+    }
+  }
+
+  // The peer connection stays up until the DELETE answers (or times out), so
+  // the server sees the session end rather than a dropped transport.
+  function closeConnectionLater(conn, channel) {
+    if (pc === conn) {
+      pc = null;
+      dc = null;
+      detachAgentAnalyser();
+    }
+    setTimeout(() => closeConnection(conn, channel), DELETE_TIMEOUT_MS + 500);
+    updateControls();
+  }
+
+  function sendText(s) {
+    const text = String(s == null ? '' : s).trim();
+    if (!text || !channelOpen()) return false;
+    dc.send(JSON.stringify({ type: 'text', text }));
+    addPendingUser(text);
+    return true;
+  }
+
+  // ---------------------------------------------------------------- messages
+
+  function ingest(msg) {
+    if (!msg || typeof msg !== 'object') return;
+    switch (msg.type) {
+      case 'session':
+        if (msg.id) sessionId = msg.id;
+        if (msg.agent) setAgent(msg.agent);
+        if (typeof msg.resumed === 'boolean') resumed = msg.resumed;
+        break;
+      case 'event':
+        ingestEvent(msg.event);
+        break;
+      case 'caption':
+        renderCaption(msg.epoch, msg.text || '');
+        break;
+      case 'error':
+        setStatus(msg.error || msg.text || 'Server error', 'error');
+        break;
+      default:
+        break;
+    }
+  }
+
+  function ingestEvent(ev) {
+    if (!ev || typeof ev.seq !== 'number' || seen.has(ev.seq)) return;
+    seen.add(ev.seq);
+    let i = events.length;
+    while (i > 0 && events[i - 1].seq > ev.seq) i--;
+    events.splice(i, 0, ev);
+    if (ev.seq > lastSeq) lastSeq = ev.seq;
+
+    if (sessionStartWall == null && ev.time && typeof ev.at_ns === 'number') {
+      const wall = Date.parse(ev.time);
+      if (!Number.isNaN(wall)) {
+        sessionStartWall = wall - ev.at_ns / 1e6;
+        placePendingLocals();
+      }
+    }
+
+    renderTranscriptEvent(ev);
+    renderTimelineEvent(ev);
+
+    if (ev.kind === 'session_ended') {
+      sessionOver = true;
+      const conn = pc;
+      const channel = dc;
+      gen++;
+      clearTimeout(disconnectTimer);
+      clearResume();
+      stopMic();
+      ui.hearing.hidden = true;
+      if (conn) closeConnectionLater(conn, channel);
+      setState('ended', ev.reason ? `The conversation has ended (${ev.reason}).` : 'The conversation has ended.');
+    }
+  }
+
+  function resetStore() {
+    events = [];
+    seen = new Set();
+    lastSeq = 0;
+    sessionStartWall = null;
+    pendingLocals.length = 0;
+    agentBubbles.clear();
+    pendingUser.length = 0;
+    toolCards.clear();
+    ui.transcript.replaceChildren(ui.transcriptEmpty);
+    ui.transcriptEmpty.hidden = false;
+    ui.hearing.hidden = true;
+    ui.hearing.textContent = '';
+    ui.timeline.replaceChildren();
+    stuck.set(ui.transcript, true);
+    stuck.set(ui.timeline, true);
+  }
+
+  // ---------------------------------------------------------------- transcript
+
+  const agentBubbles = new Map(); // epoch → {el, textEl, final}
+  const pendingUser = []; // typed messages not yet confirmed by a user_turn
+
+  function nearBottom(el) {
+    return el.scrollHeight - el.scrollTop - el.clientHeight < 48;
+  }
+
+  // A log follows new entries while the reader is at its end; scrolling up
+  // stops that until they scroll back down.
+  const stuck = new WeakMap();
+
+  function followEnd(el) {
+    stuck.set(el, true);
+    el.addEventListener('scroll', () => stuck.set(el, nearBottom(el)), { passive: true });
+    if (window.ResizeObserver) {
+      new ResizeObserver(() => { if (stuck.get(el)) el.scrollTop = el.scrollHeight; }).observe(el);
+    }
+  }
+
+  function withStickyScroll(el, fn) {
+    const stick = stuck.has(el) ? stuck.get(el) : nearBottom(el);
+    const r = fn();
+    if (stick) el.scrollTop = el.scrollHeight;
+    return r;
+  }
+
+  function el(tag, cls, text) {
+    const n = document.createElement(tag);
+    if (cls) n.className = cls;
+    if (text != null) n.textContent = text;
+    return n;
+  }
+
+  function makeBubble(role) {
+    const b = el('div', `msg ${role}`);
+    b.appendChild(el('span', 'who', role === 'user' ? 'You' : 'Agent'));
+    const textEl = el('p', 'text');
+    b.appendChild(textEl);
+    return { b, textEl };
+  }
+
+  function appendBubble(node) {
+    ui.transcriptEmpty.hidden = true;
+    withStickyScroll(ui.transcript, () => {
+      // Keep the bubbles above nothing but the end of the log.
+      ui.transcript.appendChild(node);
+    });
+  }
+
+  function addUserBubble(text, typed) {
+    const { b, textEl } = makeBubble('user');
+    textEl.textContent = text;
+    if (typed) b.appendChild(el('span', 'tag', 'typed'));
+    appendBubble(b);
+    return b;
+  }
+
+  function addPendingUser(text) {
+    const b = addUserBubble(text, true);
+    b.classList.add('pending');
+    pendingUser.push(b);
+  }
+
+  function agentBubble(epoch) {
+    let entry = agentBubbles.get(epoch);
+    if (!entry) {
+      const { b, textEl } = makeBubble('agent');
+      b.dataset.epoch = String(epoch);
+      entry = { el: b, textEl, final: false };
+      agentBubbles.set(epoch, entry);
+      appendBubble(b);
+    }
+    return entry;
+  }
+
+  function renderCaption(epoch, text) {
+    const existing = agentBubbles.get(epoch);
+    if (existing && existing.final) return;
+    if (!existing && !text) return;
+    const entry = agentBubble(epoch);
+    withStickyScroll(ui.transcript, () => {
+      entry.el.classList.add('live');
+      // Live words are not announced one by one; the final text is.
+      entry.textEl.setAttribute('aria-hidden', 'true');
+      entry.textEl.textContent = text;
+    });
+  }
+
+  function finaliseAgent(epoch, text, interrupted) {
+    const existing = agentBubbles.get(epoch);
+    if (existing && existing.final) return;
+    const said = text || (existing ? existing.textEl.textContent : '');
+    if (!said) {
+      if (existing) {
+        existing.el.remove();
+        existing.final = true;
+      } else {
+        agentBubbles.set(epoch, { el: null, textEl: null, final: true });
+      }
+      return;
+    }
+    const entry = agentBubble(epoch);
+    entry.final = true;
+    withStickyScroll(ui.transcript, () => {
+      entry.el.classList.remove('live');
+      const textEl = el('p', 'text', said);
+      entry.textEl.replaceWith(textEl);
+      entry.textEl = textEl;
+      if (interrupted) {
+        entry.el.classList.add('interrupted');
+        entry.el.appendChild(el('span', 'tag', 'interrupted'));
+      }
+    });
+  }
+
+  function setHearing(text) {
+    if (!text) {
+      ui.hearing.hidden = true;
+      ui.hearing.textContent = '';
+      return;
+    }
+    ui.hearing.replaceChildren(el('span', 'hearing-label', 'hearing: '), document.createTextNode(text));
+    ui.hearing.hidden = false;
+  }
+
+  function renderTranscriptEvent(ev) {
+    switch (ev.kind) {
+      case 'user_turn': {
+        setHearing('');
+        const typed = ev.reason === 'injected';
+        if (typed && pendingUser.length) {
+          const b = pendingUser.shift();
+          b.classList.remove('pending');
+          const t = b.querySelector('.text');
+          if (ev.text && t.textContent !== ev.text) t.textContent = ev.text;
+        } else if (ev.text) {
+          addUserBubble(ev.text, typed);
+        }
+        break;
+      }
+      case 'transcript':
+        if (ev.text) setHearing(ev.text);
+        break;
+      case 'transcript_ignored':
+        setHearing('');
+        break;
+      case 'playout_done':
+        finaliseAgent(ev.epoch, ev.text || '', false);
+        break;
+      case 'playout_truncated':
+        finaliseAgent(ev.epoch, ev.text || '', true);
+        break;
+      default:
+        break;
+    }
+  }
+
+  // ---------------------------------------------------------------- timeline
+
+  const toolCards = new Map(); // call_id → {li, chip, late, steps, committed}
+  const pendingLocals = []; // local entries waiting for the session clock
+
+  function fmtTime(atNs) {
+    if (typeof atNs !== 'number' || !Number.isFinite(atNs)) return '–';
+    return `${(atNs / 1e9).toFixed(2)}s`;
+  }
+
+  function fmtPlayed(ns) {
+    return typeof ns === 'number' && ns > 0 ? `${(ns / 1e9).toFixed(1)} s played` : '';
+  }
+
+  function quote(text) {
+    return text ? `“${text}”` : '';
+  }
+
+  function join(...parts) {
+    return parts.filter(Boolean).join(' · ');
+  }
+
+  function insertTimeline(li, at) {
+    li.dataset.at = String(at);
+    withStickyScroll(ui.timeline, () => {
+      let before = null;
+      let node = ui.timeline.lastElementChild;
+      while (node && Number(node.dataset.at) > at) {
+        before = node;
+        node = node.previousElementSibling;
+      }
+      ui.timeline.insertBefore(li, before);
+    });
+  }
+
+  function timelineItem({ kind, label, detail, tone, at, epoch, seq }) {
+    const li = el('li', `tl-item tone-${tone || 'plain'}`);
+    li.dataset.kind = kind;
+    if (seq != null) li.dataset.seq = String(seq);
+    if (NOISY.has(kind)) li.classList.add('noisy');
+    const time = el('span', 'tl-time', fmtTime(at));
+    const main = el('div', 'tl-main');
+    const head = el('div', 'tl-head');
+    const lab = el('span', 'tl-label', label);
+    lab.title = kind;
+    head.appendChild(lab);
+    if (epoch) head.appendChild(el('span', 'tl-epoch', `turn ${epoch}`));
+    main.appendChild(head);
+    if (detail) main.appendChild(el('div', 'tl-detail', detail));
+    li.append(time, main);
+    return li;
+  }
+
+  function describe(ev) {
+    const [label, tone] = KINDS[ev.kind] || [ev.kind, 'plain'];
+    let detail = '';
+    switch (ev.kind) {
+      case 'user_turn':
+        detail = join(quote(ev.text), ev.reason === 'injected' ? 'typed' : ev.reason);
+        break;
+      case 'transcript':
+        detail = join(quote(ev.text), ev.final ? 'final' : 'partial');
+        break;
+      case 'transcript_ignored':
+        detail = join(ev.reason, quote(ev.text));
+        break;
+      case 'playout_done':
+      case 'playout_truncated':
+        detail = join(quote(ev.text), fmtPlayed(ev.played_ns));
+        break;
+      case 'provider_error':
+      case 'provider_failover':
+        detail = [ev.provider, ev.error].filter(Boolean).join(': ') || ev.reason || '';
+        break;
+      case 'events_dropped':
+        detail = `${ev.count || 0} event${ev.count === 1 ? '' : 's'} not delivered`;
+        break;
+      default:
+        detail = join(ev.reason, quote(ev.text), ev.error,
+          ev.state && `state ${ev.state}`, ev.provider, ev.tool);
+    }
+    return { label, tone, detail };
+  }
+
+  function renderTimelineEvent(ev) {
+    if (ev.kind === 'transcript' && !ev.final) return; // partials live in the hearing line
+    if (ev.kind in TOOL_KINDS && ev.call_id) {
+      renderToolEvent(ev);
+      return;
+    }
+    const { label, tone, detail } = describe(ev);
+    const li = timelineItem({ kind: ev.kind, label, detail, tone, at: ev.at_ns, epoch: ev.epoch, seq: ev.seq });
+    insertTimeline(li, typeof ev.at_ns === 'number' ? ev.at_ns : Number.MAX_SAFE_INTEGER);
+  }
+
+  function setChip(chip, value) {
+    chip.textContent = value.replace(/_/g, ' ');
+    chip.dataset.state = value;
+    chip.className = `chip state-${value.replace(/[^a-z_]/gi, '')}`;
+  }
+
+  function renderToolEvent(ev) {
+    let card = toolCards.get(ev.call_id);
+    if (!card) {
+      const li = el('li', 'tl-item tool tone-tool');
+      li.dataset.kind = 'tool';
+      li.dataset.call = ev.call_id;
+      const time = el('span', 'tl-time', fmtTime(ev.at_ns));
+      const main = el('div', 'tl-main');
+      const head = el('div', 'tool-head');
+      const name = el('span', 'tool-name', ev.tool || 'tool');
+      const chip = el('span', 'chip');
+      const late = el('span', 'chip late');
+      late.hidden = true;
+      const committed = el('span', 'chip committed', 'committed');
+      committed.hidden = true;
+      head.append(name, chip, late, committed);
+      const id = el('div', 'tool-id', ev.call_id);
+      const steps = el('ol', 'tool-steps');
+      main.append(head, id, steps);
+      li.append(time, main);
+      card = { li, name, chip, late, committed, steps };
+      toolCards.set(ev.call_id, card);
+      setChip(chip, 'requested');
+      insertTimeline(li, typeof ev.at_ns === 'number' ? ev.at_ns : Number.MAX_SAFE_INTEGER);
+    }
+    if (ev.tool && card.name.textContent !== ev.tool) card.name.textContent = ev.tool;
+
+    const current = card.chip.dataset.state;
+    const isTerminal = TERMINAL.has(current);
+    switch (ev.kind) {
+      case 'tool_requested':
+      case 'tool_deferred':
+      case 'tool_started':
+        if (!isTerminal) setChip(card.chip, ev.state && ev.state !== 'running' ? ev.state : TOOL_CHIP[ev.kind]);
+        break;
+      case 'tool_cancel_requested':
+        if (!isTerminal) setChip(card.chip, 'cancelling');
+        break;
+      case 'tool_terminal':
+      case 'tool_deduped':
+        if (ev.state) setChip(card.chip, ev.state);
+        break;
+      case 'tool_committed':
+        if (ev.state) setChip(card.chip, ev.state);
+        card.committed.hidden = false;
+        break;
+      case 'tool_late_outcome':
+        if (ev.state) {
+          card.late.textContent = `late: ${ev.state.replace(/_/g, ' ')}`;
+          card.late.hidden = false;
+        }
+        break;
+      default:
+        break;
+    }
+
+    let detail = '';
+    if (ev.kind === 'tool_deduped') detail = join(ev.reason, ev.text && `of ${ev.text}`);
+    else if (ev.kind === 'tool_reconcile') detail = join(ev.reason, ev.text && `earlier ${ev.text}`);
+    else detail = join(ev.state, ev.reason, ev.error);
+    const step = el('li', 'tool-step');
+    step.dataset.kind = ev.kind;
+    step.dataset.seq = String(ev.seq);
+    step.append(el('span', 'tl-time', fmtTime(ev.at_ns)), el('span', 'step-label', TOOL_KINDS[ev.kind]));
+    if (detail) step.appendChild(el('span', 'step-detail', detail));
+    withStickyScroll(ui.timeline, () => card.steps.appendChild(step));
+  }
+
+  // A client-side note in the timeline, timed on the session clock when known.
+  function addLocalEntry(kind, label, tone) {
+    const li = timelineItem({ kind, label, detail: 'this browser', tone, at: null });
+    li.classList.add('local');
+    const wall = Date.now();
+    if (sessionStartWall != null) {
+      const at = Math.max(0, (wall - sessionStartWall) * 1e6);
+      li.querySelector('.tl-time').textContent = fmtTime(at);
+      insertTimeline(li, at);
+    } else {
+      pendingLocals.push({ li, wall });
+      insertTimeline(li, Number.MAX_SAFE_INTEGER);
+    }
+  }
+
+  function placePendingLocals() {
+    while (pendingLocals.length) {
+      const { li, wall } = pendingLocals.shift();
+      const at = Math.max(0, (wall - sessionStartWall) * 1e6);
+      li.querySelector('.tl-time').textContent = fmtTime(at);
+      li.remove();
+      insertTimeline(li, at);
+    }
+  }
+
+  // ---------------------------------------------------------------- wiring
+
+  ui.connect.addEventListener('click', () => { connect().catch(() => {}); });
+  ui.disconnect.addEventListener('click', () => { disconnect(); });
+  ui.mute.addEventListener('click', () => setMuted(!muted));
+  ui.sound.addEventListener('click', unlockAudio);
+  ui.composer.addEventListener('submit', (e) => {
+    e.preventDefault();
+    if (sendText(ui.text.value)) ui.text.value = '';
+  });
+  followEnd(ui.transcript);
+  followEnd(ui.timeline);
+  ui.showAll.addEventListener('change', () => {
+    withStickyScroll(ui.timeline, () => ui.timeline.classList.toggle('hide-noisy', !ui.showAll.checked));
+  });
+  ui.tokenField.addEventListener('submit', (e) => {
+    e.preventDefault();
+    if (!LIVE_STATES.has(state)) connect().catch(() => {});
+  });
+  ui.token.value = loadToken();
+  ui.token.addEventListener('input', () => saveToken(ui.token.value.trim()));
+  ui.remote.addEventListener('playing', () => { remoteBlocked = false; updateSoundButton(); });
+  // Any gesture on the page may start audio that autoplay held back.
+  const gesture = () => {
+    if ((audioCtx && audioCtx.state === 'suspended') || remoteBlocked) unlockAudio();
+  };
+  document.addEventListener('pointerdown', gesture, true);
+  document.addEventListener('keydown', gesture, true);
+
+  setInterval(sample, SAMPLE_MS);
+
+  window.holdline = {
+    get state() { return state; },
+    get sessionId() { return sessionId; },
+    get resumed() { return resumed; },
+    get events() { return events; },
+    get levelLog() { return levelLog; },
+    get muted() { return muted; },
+    set muted(m) { setMuted(m); },
+    levels() { return { ...lastLevels }; },
+    connect,
+    disconnect,
+    setMuted,
+    sendText,
+    _ingest: ingest,
+  };
+
+  setMuted(false);
+  setState('idle', 'Loading…');
+
+  configReady = (async () => {
+    try {
+      const res = await fetch('/v1/config', { cache: 'no-store' });
+      if (!res.ok) throw new Error(`HTTP ${res.status}`);
+      const c = await res.json();
+      Object.assign(config, c || {});
+      setAgent(config.agent);
+      if (config.auth_required) showTokenField(false);
+      if (state === 'idle') setState('idle');
+    } catch (e) {
+      if (state === 'idle') setStatus(`Could not load the server configuration (${e.message}).`, 'error');
+    }
+  })();
+
+  configReady.then(() => {
+    if (LIVE_STATES.has(state)) return;
+    if (loadResume()) {
+      connect().catch(() => {});
+      checkSoundSoon();
+    } else if (AUTOCONNECT) {
+      connect().catch(() => {});
+      checkSoundSoon();
+    }
+  });
+})();

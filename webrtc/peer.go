@@ -1,0 +1,462 @@
+package webrtc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hraban/opus"
+	"github.com/pion/rtp"
+	"github.com/pion/sdp/v3"
+	pion "github.com/pion/webrtc/v4"
+
+	"github.com/holdline/holdline/media"
+)
+
+// ChannelLabel is the data channel a client opens for messages.
+const ChannelLabel = "holdline"
+
+const (
+	opusRate = 48000
+	// opusFrame is one 20 ms packet at 48 kHz.
+	opusFrame = opusRate / 50
+	// maxConcealed is the longest run of lost packets filled by the
+	// decoder's concealment; a longer gap is left silent.
+	maxConcealed = 5
+	// maxChannelBuffer is how much may wait in the data channel before
+	// further messages are dropped rather than queued without bound.
+	maxChannelBuffer = 1 << 20
+)
+
+// Handler receives what a peer gets from the client. Each function may be
+// nil. They are called from the peer's goroutines and must not block for
+// long: Audio is on the media path.
+type Handler struct {
+	// Audio gets the caller's audio in 20 ms frames at 16 kHz, in order,
+	// from one goroutine.
+	Audio func(media.Frame)
+	// Message gets each data channel message.
+	Message func([]byte)
+	// ChannelOpen is called when the client's data channel opens.
+	ChannelOpen func()
+	// Connected reports media connectivity: false when ICE lost the client
+	// (it may come back), true when it is (again) connected.
+	Connected func(bool)
+}
+
+// Stats counts what a peer did.
+type Stats struct {
+	PacketsIn, PacketsOut   uint64
+	Lost, Concealed         uint64 // packets missing from the caller, and of those filled in
+	DecodeErrors            uint64
+	DroppedOut              uint64 // agent frames dropped: no connection yet, or a send failed
+	MessagesOut, DroppedMsg uint64
+}
+
+// Peer is one client connection.
+type Peer struct {
+	t      *Transport
+	pc     *pion.PeerConnection
+	track  *pion.TrackLocalStaticRTP
+	h      Handler
+	answer string
+
+	done      chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+	mu        sync.Mutex // guards dc, closed, wg.Add
+	dc        *pion.DataChannel
+	closed    bool
+
+	out outbound
+
+	packetsIn, lost, concealed, decodeErrors atomic.Uint64
+	messagesOut, droppedMsg                  atomic.Uint64
+}
+
+// outbound is the agent-audio sender state, touched only by WriteFrame's
+// caller (the session's player goroutine).
+type outbound struct {
+	mu      sync.Mutex
+	enc     *opus.Encoder
+	rs      *media.Resampler
+	rsFrom  int
+	pcm     []int16 // resampled samples waiting for a whole packet
+	scratch []int16
+	payload []byte
+
+	started   bool
+	start     time.Time
+	last      time.Time
+	ts        uint32
+	seq       uint16
+	ssrcBase  uint32
+	sent      atomic.Uint64
+	dropped   atomic.Uint64
+	connected atomic.Bool
+}
+
+// Answer makes a peer for offer and returns it with its answer ready
+// (Peer.Answer). It waits, bounded by ctx and the gather timeout, for the
+// answer's candidates. An offer that is not SDP, has no audio or no Opus
+// gives ErrBadOffer with the reason.
+func (t *Transport) Answer(ctx context.Context, offer string, h Handler) (*Peer, error) {
+	if err := checkOffer(offer); err != nil {
+		return nil, err
+	}
+	pc, err := t.api.NewPeerConnection(pion.Configuration{ICEServers: t.cfg.iceServers})
+	if err != nil {
+		return nil, fmt.Errorf("webrtc: new peer: %w", err)
+	}
+	p := &Peer{t: t, pc: pc, h: h, done: make(chan struct{})}
+	ok := false
+	defer func() {
+		if !ok {
+			p.Close()
+		}
+	}()
+	if p.out.enc, err = opus.NewEncoder(opusRate, 1, opus.AppVoIP); err != nil {
+		return nil, fmt.Errorf("webrtc: opus encoder: %w", err)
+	}
+	_ = p.out.enc.SetComplexity(t.cfg.opusComplexity)
+	_ = p.out.enc.SetBitrate(t.cfg.opusBitrate)
+	p.out.payload = make([]byte, 1500)
+
+	pc.OnConnectionStateChange(p.onState)
+	pc.OnTrack(p.onTrack)
+	pc.OnDataChannel(p.onDataChannel)
+
+	if err := pc.SetRemoteDescription(pion.SessionDescription{Type: pion.SDPTypeOffer, SDP: offer}); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadOffer, err)
+	}
+	p.track, err = pion.NewTrackLocalStaticRTP(opusCodec, "audio", "holdline")
+	if err != nil {
+		return nil, fmt.Errorf("webrtc: track: %w", err)
+	}
+	sender, err := pc.AddTrack(p.track)
+	if err != nil {
+		return nil, fmt.Errorf("webrtc: add track: %w", err)
+	}
+	p.goRun(func() {
+		// RTCP must be read for the interceptors (NACK, reports) to work.
+		buf := make([]byte, 1500)
+		for {
+			if _, _, err := sender.Read(buf); err != nil {
+				return
+			}
+		}
+	})
+	answer, err := pc.CreateAnswer(nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadOffer, err)
+	}
+	gathered := pion.GatheringCompletePromise(pc)
+	if err := pc.SetLocalDescription(answer); err != nil {
+		return nil, fmt.Errorf("webrtc: local description: %w", err)
+	}
+	gctx, cancel := t.gatherCtx(ctx)
+	defer cancel()
+	select {
+	case <-gathered:
+	case <-gctx.Done():
+		return nil, fmt.Errorf("webrtc: gathering candidates: %w", gctx.Err())
+	}
+	p.answer = pc.LocalDescription().SDP
+	ok = true
+	return p, nil
+}
+
+// checkOffer says what is wrong with an offer before pion sees it, in words
+// a client developer can act on.
+func checkOffer(offer string) error {
+	if strings.TrimSpace(offer) == "" {
+		return fmt.Errorf("%w: empty body; send the SDP offer", ErrBadOffer)
+	}
+	var sd sdp.SessionDescription
+	if err := sd.Unmarshal([]byte(offer)); err != nil {
+		return fmt.Errorf("%w: not SDP: %v", ErrBadOffer, err)
+	}
+	audio, opusOffered := false, false
+	for _, m := range sd.MediaDescriptions {
+		if m.MediaName.Media != "audio" {
+			continue
+		}
+		audio = true
+		for _, a := range m.Attributes {
+			if a.Key == "rtpmap" && strings.Contains(strings.ToLower(a.Value), "opus/48000") {
+				opusOffered = true
+			}
+		}
+	}
+	switch {
+	case !audio:
+		return fmt.Errorf("%w: the offer has no audio section", ErrBadOffer)
+	case !opusOffered:
+		return fmt.Errorf("%w: the offer's audio has no Opus (opus/48000)", ErrBadOffer)
+	}
+	return nil
+}
+
+// Answer is the SDP answer to send back to the client.
+func (p *Peer) Answer() string { return p.answer }
+
+// Done is closed when the peer is closed or its connection failed for good.
+func (p *Peer) Done() <-chan struct{} { return p.done }
+
+// goRun runs fn on a goroutine Close waits for; after Close it does nothing.
+func (p *Peer) goRun(fn func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		fn()
+	}()
+}
+
+func (p *Peer) onState(s pion.PeerConnectionState) {
+	switch s {
+	case pion.PeerConnectionStateConnected:
+		p.out.connected.Store(true)
+		if p.h.Connected != nil {
+			p.h.Connected(true)
+		}
+	case pion.PeerConnectionStateDisconnected:
+		p.out.connected.Store(false)
+		if p.h.Connected != nil {
+			p.h.Connected(false)
+		}
+	case pion.PeerConnectionStateFailed, pion.PeerConnectionStateClosed:
+		p.out.connected.Store(false)
+		// Closing from inside pion's callback would wait on itself.
+		go p.Close()
+	}
+}
+
+func (p *Peer) onDataChannel(dc *pion.DataChannel) {
+	if dc.Label() != ChannelLabel {
+		_ = dc.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		_ = dc.Close()
+		return
+	}
+	p.dc = dc
+	p.mu.Unlock()
+	dc.SetBufferedAmountLowThreshold(maxChannelBuffer / 2)
+	dc.OnOpen(func() {
+		if p.h.ChannelOpen != nil {
+			p.h.ChannelOpen()
+		}
+	})
+	dc.OnMessage(func(m pion.DataChannelMessage) {
+		if p.h.Message != nil {
+			p.h.Message(m.Data)
+		}
+	})
+}
+
+// Send sends a message on the data channel. It never waits: when the
+// channel is not open or too much is queued the message is dropped and
+// counted, and an error says why.
+func (p *Peer) Send(msg []byte) error {
+	p.mu.Lock()
+	dc := p.dc
+	p.mu.Unlock()
+	switch {
+	case dc == nil || dc.ReadyState() != pion.DataChannelStateOpen:
+		p.droppedMsg.Add(1)
+		return errors.New("webrtc: data channel not open")
+	case dc.BufferedAmount() > maxChannelBuffer:
+		p.droppedMsg.Add(1)
+		return errors.New("webrtc: data channel congested")
+	}
+	if err := dc.SendText(string(msg)); err != nil {
+		p.droppedMsg.Add(1)
+		return fmt.Errorf("webrtc: send: %w", err)
+	}
+	p.messagesOut.Add(1)
+	return nil
+}
+
+func (p *Peer) onTrack(track *pion.TrackRemote, _ *pion.RTPReceiver) {
+	if track.Kind() != pion.RTPCodecTypeAudio {
+		return
+	}
+	p.goRun(func() { p.readAudio(track) })
+}
+
+// readAudio decodes the caller's Opus into pipeline frames until the track
+// ends.
+func (p *Peer) readAudio(track *pion.TrackRemote) {
+	dec, err := opus.NewDecoder(opusRate, 1)
+	if err != nil {
+		p.t.cfg.log.Error("webrtc: opus decoder", "err", err)
+		return
+	}
+	framer, err := media.NewFramer(p.t.cfg.inputRate, media.DefaultFrameDuration)
+	if err != nil {
+		p.t.cfg.log.Error("webrtc: framer", "err", err)
+		return
+	}
+	emit := func(f media.Frame) error {
+		if p.h.Audio != nil {
+			p.h.Audio(f)
+		}
+		return nil
+	}
+	pcm := make([]int16, 6*opusFrame) // the longest Opus packet: 120 ms
+	var last uint16
+	var have bool
+	lastLen := opusFrame
+	for {
+		pkt, _, err := track.ReadRTP()
+		if err != nil {
+			return
+		}
+		p.packetsIn.Add(1)
+		if have {
+			gap := pkt.SequenceNumber - last - 1
+			switch {
+			case gap >= 0x8000: // older than the last: late or repeated
+				continue
+			case gap > 0:
+				p.lost.Add(uint64(gap))
+				if gap <= maxConcealed {
+					for range gap {
+						if dec.DecodePLC(pcm[:lastLen]) == nil {
+							p.concealed.Add(1)
+							_ = framer.Write(pcm[:lastLen], opusRate, emit)
+						}
+					}
+				}
+			}
+		}
+		last, have = pkt.SequenceNumber, true
+		if len(pkt.Payload) == 0 {
+			continue
+		}
+		n, err := dec.Decode(pkt.Payload, pcm)
+		if err != nil {
+			p.decodeErrors.Add(1)
+			continue
+		}
+		lastLen = n
+		_ = framer.Write(pcm[:n], opusRate, emit)
+	}
+}
+
+// WriteFrame sends agent audio: a media.Sink for the session's player. It
+// never blocks and never fails: audio that cannot go out (not connected
+// yet, a send error) is dropped and counted, because the player must keep
+// its pace whatever the network does.
+func (p *Peer) WriteFrame(f media.Frame) error {
+	o := &p.out
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if f.SampleRate <= 0 || len(f.Samples) == 0 {
+		return nil
+	}
+	if o.rs == nil || o.rsFrom != f.SampleRate {
+		rs, err := media.NewResampler(f.SampleRate, opusRate)
+		if err != nil {
+			o.dropped.Add(1)
+			return nil
+		}
+		o.rs, o.rsFrom = rs, f.SampleRate
+	}
+	o.scratch = o.rs.Process(o.scratch[:0], f.Samples)
+	o.pcm = append(o.pcm, o.scratch...)
+	for len(o.pcm) >= opusFrame {
+		p.sendPacket(o.pcm[:opusFrame])
+		o.pcm = append(o.pcm[:0], o.pcm[opusFrame:]...)
+	}
+	return nil
+}
+
+// sendPacket encodes and sends one 20 ms packet. Timestamps advance by a
+// packet per packet while audio is continuous, and jump with the wall
+// clock across a silence (marker bit set), so the client's jitter buffer
+// sees the pause as a pause, not as late audio.
+func (p *Peer) sendPacket(pcm []int16) {
+	o := &p.out
+	if !o.connected.Load() {
+		o.dropped.Add(1)
+		return
+	}
+	n, err := o.enc.Encode(pcm, o.payload)
+	if err != nil {
+		o.dropped.Add(1)
+		return
+	}
+	now := time.Now()
+	marker := false
+	switch {
+	case !o.started:
+		o.started, o.start, marker = true, now, true
+	default:
+		next := o.ts + opusFrame
+		wall := uint32(now.Sub(o.start) * opusRate / time.Second)
+		if int32(wall-next) > 2*opusFrame {
+			next = wall / opusFrame * opusFrame
+			marker = true
+		}
+		o.ts = next
+		o.seq++
+	}
+	o.last = now
+	pkt := rtp.Packet{
+		Header: rtp.Header{
+			Version:        2,
+			Marker:         marker,
+			PayloadType:    opusPayloadType,
+			SequenceNumber: o.seq,
+			Timestamp:      o.ts,
+		},
+		Payload: o.payload[:n],
+	}
+	if err := p.track.WriteRTP(&pkt); err != nil {
+		o.dropped.Add(1)
+		return
+	}
+	o.sent.Add(1)
+}
+
+// Stats returns the peer's counters.
+func (p *Peer) Stats() Stats {
+	return Stats{
+		PacketsIn:    p.packetsIn.Load(),
+		PacketsOut:   p.out.sent.Load(),
+		Lost:         p.lost.Load(),
+		Concealed:    p.concealed.Load(),
+		DecodeErrors: p.decodeErrors.Load(),
+		DroppedOut:   p.out.dropped.Load(),
+		MessagesOut:  p.messagesOut.Load(),
+		DroppedMsg:   p.droppedMsg.Load(),
+	}
+}
+
+// Close ends the connection and waits for the peer's goroutines. It is
+// safe to call more than once and from any goroutine but the Handler's.
+func (p *Peer) Close() error {
+	var err error
+	p.closeOnce.Do(func() {
+		p.mu.Lock()
+		p.closed = true
+		p.mu.Unlock()
+		err = p.pc.Close()
+		p.wg.Wait()
+		close(p.done)
+	})
+	return err
+}

@@ -1,0 +1,183 @@
+package webrtc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/pion/interceptor"
+	pion "github.com/pion/webrtc/v4"
+)
+
+// Opus is the only codec offered or accepted: every browser has it.
+var opusCodec = pion.RTPCodecCapability{
+	MimeType:    pion.MimeTypeOpus,
+	ClockRate:   48000,
+	Channels:    2,
+	SDPFmtpLine: "minptime=10;useinbandfec=1",
+}
+
+const opusPayloadType = 111
+
+// Defaults for a Transport.
+const (
+	// DefaultGatherTimeout bounds how long an answer waits for its ICE
+	// candidates.
+	DefaultGatherTimeout = 5 * time.Second
+	// DefaultDisconnectedTimeout is how long without ICE traffic before a
+	// peer counts as disconnected (the session stops speaking into it).
+	DefaultDisconnectedTimeout = 2 * time.Second
+	// DefaultFailedTimeout is how long a disconnected peer may recover
+	// before it is failed and closed.
+	DefaultFailedTimeout = 10 * time.Second
+)
+
+type transportConfig struct {
+	iceServers                 []pion.ICEServer
+	portMin, portMax           uint16
+	nat1To1                    []string
+	loopback                   bool
+	gatherTimeout              time.Duration
+	disconnected, failed       time.Duration
+	log                        *slog.Logger
+	inputRate                  int
+	opusComplexity, opusBitrate int
+}
+
+// Option configures a Transport.
+type Option func(*transportConfig) error
+
+// WithICEServers sets the STUN/TURN servers the peer gathers candidates
+// with, as "stun:host:port" or "turn:host:port" URLs.
+func WithICEServers(urls ...string) Option {
+	return func(c *transportConfig) error {
+		c.iceServers = append(c.iceServers, pion.ICEServer{URLs: urls})
+		return nil
+	}
+}
+
+// WithUDPPortRange limits the UDP ports peers listen on (a firewall's
+// opening).
+func WithUDPPortRange(min, max uint16) Option {
+	return func(c *transportConfig) error {
+		if min == 0 || max < min {
+			return fmt.Errorf("webrtc: UDP port range %d-%d", min, max)
+		}
+		c.portMin, c.portMax = min, max
+		return nil
+	}
+}
+
+// WithPublicIPs announces these addresses as host candidates, for a server
+// behind a 1:1 NAT (a cloud VM's public address).
+func WithPublicIPs(ips ...string) Option {
+	return func(c *transportConfig) error { c.nat1To1 = ips; return nil }
+}
+
+// WithLoopback includes (or leaves out) loopback candidates. They are
+// included by default, so a browser on the same machine can connect.
+func WithLoopback(on bool) Option {
+	return func(c *transportConfig) error { c.loopback = on; return nil }
+}
+
+// WithGatherTimeout bounds how long an answer waits for its candidates.
+func WithGatherTimeout(d time.Duration) Option {
+	return func(c *transportConfig) error {
+		if d <= 0 {
+			return fmt.Errorf("webrtc: gather timeout %v", d)
+		}
+		c.gatherTimeout = d
+		return nil
+	}
+}
+
+// WithICETimeouts sets how long without traffic before a peer is
+// disconnected, and how much longer before it is failed and closed.
+func WithICETimeouts(disconnected, failed time.Duration) Option {
+	return func(c *transportConfig) error {
+		if disconnected <= 0 || failed <= 0 {
+			return fmt.Errorf("webrtc: ICE timeouts %v, %v", disconnected, failed)
+		}
+		c.disconnected, c.failed = disconnected, failed
+		return nil
+	}
+}
+
+// WithOpus sets the encoder's complexity (0-10, default 5) and bitrate in
+// bits per second (default 32000).
+func WithOpus(complexity, bitrate int) Option {
+	return func(c *transportConfig) error {
+		if complexity < 0 || complexity > 10 || bitrate < 6000 || bitrate > 510000 {
+			return fmt.Errorf("webrtc: Opus complexity %d, bitrate %d", complexity, bitrate)
+		}
+		c.opusComplexity, c.opusBitrate = complexity, bitrate
+		return nil
+	}
+}
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return func(c *transportConfig) error { c.log = l; return nil }
+}
+
+// Transport makes Peers. One Transport serves any number of peers.
+type Transport struct {
+	cfg transportConfig
+	api *pion.API
+}
+
+// NewTransport returns a Transport.
+func NewTransport(opts ...Option) (*Transport, error) {
+	cfg := transportConfig{
+		loopback:       true,
+		gatherTimeout:  DefaultGatherTimeout,
+		disconnected:   DefaultDisconnectedTimeout,
+		failed:         DefaultFailedTimeout,
+		log:            slog.Default(),
+		inputRate:      16000,
+		opusComplexity: 5,
+		opusBitrate:    32000,
+	}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	m := &pion.MediaEngine{}
+	if err := m.RegisterCodec(pion.RTPCodecParameters{RTPCodecCapability: opusCodec, PayloadType: opusPayloadType}, pion.RTPCodecTypeAudio); err != nil {
+		return nil, fmt.Errorf("webrtc: %w", err)
+	}
+	ir := &interceptor.Registry{}
+	if err := pion.RegisterDefaultInterceptors(m, ir); err != nil {
+		return nil, fmt.Errorf("webrtc: %w", err)
+	}
+	var se pion.SettingEngine
+	se.SetIncludeLoopbackCandidate(cfg.loopback)
+	se.SetICETimeouts(cfg.disconnected, cfg.failed, time.Second)
+	se.SetNetworkTypes([]pion.NetworkType{pion.NetworkTypeUDP4, pion.NetworkTypeUDP6})
+	if cfg.portMin != 0 {
+		if err := se.SetEphemeralUDPPortRange(cfg.portMin, cfg.portMax); err != nil {
+			return nil, fmt.Errorf("webrtc: %w", err)
+		}
+	}
+	if len(cfg.nat1To1) > 0 {
+		se.SetNAT1To1IPs(cfg.nat1To1, pion.ICECandidateTypeHost)
+	}
+	api := pion.NewAPI(pion.WithMediaEngine(m), pion.WithInterceptorRegistry(ir), pion.WithSettingEngine(se))
+	return &Transport{cfg: cfg, api: api}, nil
+}
+
+// Sentinel errors of Answer, for callers that map them to HTTP statuses.
+var (
+	// ErrBadOffer: the offer is not SDP, or offers nothing we can use.
+	ErrBadOffer = errors.New("webrtc: bad offer")
+	// ErrClosed: the peer was closed.
+	ErrClosed = errors.New("webrtc: peer closed")
+)
+
+// gatherCtx bounds candidate gathering by ctx and the configured timeout.
+func (t *Transport) gatherCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, t.cfg.gatherTimeout)
+}
