@@ -1,6 +1,7 @@
 // Command holdline runs Holdline voice agents.
 //
 //	holdline console --agent booking [--llm demo|openai|realtime] [--model NAME] [--stt ...] [--tts ...] [--events FILE]
+//	holdline serve --agent booking [--http ADDR] [--resume-ttl D] [--max-sessions N] [provider flags]
 //	holdline simulate FILE|DIR... [--sweep N] [--seed S] [--set PARAM=DURATION] [--json]
 //
 // console talks to an agent in the terminal: type as the caller; the agent's
@@ -8,6 +9,10 @@
 // in. With standard input not a terminal it reads one line per turn, waits
 // for each turn to settle and prints one line per event (user:, agent:,
 // tool:), so scripts can drive it.
+//
+// serve answers WebRTC offers from browsers (POST /v1/sessions) and serves
+// the reference web client at /, events as SSE and Prometheus metrics.
+// Without HOLDLINE_TOKEN it listens on 127.0.0.1 only.
 //
 // simulate runs scenario files against the session core in virtual time and
 // exits non-zero when any run breaks an expectation or an invariant.
@@ -40,6 +45,7 @@ const usage = `usage: holdline <command> [flags]
 
 commands:
   console   talk to an agent in the terminal (holdline console --agent booking)
+  serve     serve an agent to browsers over WebRTC, with the web client (holdline serve --agent booking)
   simulate  run scenario files in virtual time (holdline simulate examples/scenarios --sweep 200)
   bargein-eval
             measure barge-in decisions on a generated echo corpus, every mode side by side
@@ -55,6 +61,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	switch args[0] {
 	case "console":
 		return consoleCmd(ctx, args[1:], stdin, stdout, stderr)
+	case "serve":
+		return serveCmd(ctx, args[1:], stdout, stderr)
 	case "simulate":
 		return simulateCmd(ctx, args[1:], stdout, stderr)
 	case "bargein-eval":

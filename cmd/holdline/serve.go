@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/server"
+	"github.com/holdline/holdline/webrtc"
+)
+
+// shutdownGrace bounds how long serve waits for requests in flight when it
+// stops.
+const shutdownGrace = 5 * time.Second
+
+func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("http", "127.0.0.1:8080", "listen `ADDR` for the web client, the session API and /metrics")
+	name := fs.String("agent", "booking", "agent to run ("+agentNames()+")")
+	ttl := fs.Duration("resume-ttl", server.DefaultResumeTTL, "how long a session whose connection dropped waits to be resumed")
+	maxSessions := fs.Int("max-sessions", server.DefaultMaxSessions, "concurrent sessions; more get 503")
+	echo := fs.Bool("echo-cancel", false, "run Holdline's echo canceller on browser audio too (browsers cancel echo themselves)")
+	publicIP := fs.String("public-ip", "", "announce this `IP` as the media address (a server behind 1:1 NAT)")
+	ports := fs.String("udp-ports", "", "media UDP port range `MIN-MAX` (default: any)")
+	verbose := fs.Bool("v", false, "log debug detail")
+	var pf providerFlags
+	pf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	def, ok := agents[*name]
+	if !ok {
+		return fmt.Errorf("no agent named %q (have: %s)", *name, agentNames())
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	// Fail now, not at the first call, when a provider cannot be built.
+	probe, err := pf.build(def.phrases, true)
+	if err != nil {
+		return err
+	}
+	probe.Close()
+
+	token := os.Getenv("HOLDLINE_TOKEN")
+	listenAddr, err := serveAddress(*addr, token != "")
+	if err != nil {
+		return err
+	}
+	if listenAddr != *addr {
+		logger.Warn("HOLDLINE_TOKEN is not set: serving on 127.0.0.1 only; set it to accept sessions from other machines", "asked", *addr, "listening", listenAddr)
+	}
+	topts := []webrtc.Option{webrtc.WithLogger(logger)}
+	if *publicIP != "" {
+		topts = append(topts, webrtc.WithPublicIPs(*publicIP))
+	}
+	if *ports != "" {
+		lo, hi, err := portRange(*ports)
+		if err != nil {
+			return err
+		}
+		topts = append(topts, webrtc.WithUDPPortRange(lo, hi))
+	}
+	transport, err := webrtc.NewTransport(topts...)
+	if err != nil {
+		return err
+	}
+	newAgent := func(context.Context) (*runtime.Agent, func(), error) {
+		prov, err := pf.build(def.phrases, true)
+		if err != nil {
+			return nil, nil, err
+		}
+		return def.build(prov), func() { prov.Close() }, nil
+	}
+	opts := []server.Option{
+		server.WithAgentName(*name),
+		server.WithTransport(transport),
+		server.WithLogger(logger),
+		server.WithResumeTTL(*ttl),
+		server.WithMaxSessions(*maxSessions),
+		server.WithEchoCancellation(*echo),
+	}
+	if token != "" {
+		opts = append(opts, server.WithToken(token))
+	}
+	srv, err := server.New(newAgent, opts...)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+
+	ln, err := net.Listen("tcp", listenAddr)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stdout, "Holdline is serving the %s agent at %s\n", *name, browseURL(ln.Addr()))
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	// Event streams never finish on their own: ending the sessions ends them.
+	srv.Close()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// serveAddress is where serve listens: addr, or its port on 127.0.0.1 when
+// no token guards session creation.
+func serveAddress(addr string, haveToken bool) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("--http %q: %w", addr, err)
+	}
+	if haveToken {
+		return addr, nil
+	}
+	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+		return addr, nil
+	}
+	return net.JoinHostPort("127.0.0.1", port), nil
+}
+
+func browseURL(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return "http://" + a.String() + "/"
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/"
+}
+
+func portRange(s string) (uint16, uint16, error) {
+	lo, hi, ok := strings.Cut(s, "-")
+	a, err1 := strconv.ParseUint(lo, 10, 16)
+	b, err2 := strconv.ParseUint(hi, 10, 16)
+	if !ok || err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("--udp-ports %q: want MIN-MAX, e.g. 50000-50100", s)
+	}
+	return uint16(a), uint16(b), nil
+}
