@@ -20,10 +20,12 @@ SILERO_NPM := @livekit/agents-plugin-silero@1.9.0
 build:
 	$(GO) build -o $(BIN) ./cmd/holdline
 
-# run: the console with the booking agent (type as the caller). With no
-# OPENAI_API_KEY it runs on this machine: demo model, espeak-ng voice.
+# run: serve the booking agent to browsers; open the URL it prints. With no
+# OPENAI_API_KEY it runs on this machine: demo model, espeak-ng voice,
+# pocketsphinx. HTTP_ADDR changes the address.
+HTTP_ADDR ?= 127.0.0.1:8080
 run: deps build
-	./$(BIN) console --agent booking
+	./$(BIN) serve --agent booking --http $(HTTP_ADDR)
 
 # deps installs what the tests need; a no-op when everything is present.
 deps:
