@@ -57,6 +57,12 @@ type InputConfig struct {
 	// NoEchoCancellation turns echo cancellation off, for callers whose
 	// device cancels echo already (a browser).
 	NoEchoCancellation bool
+	// EchoFree says the caller's device removes the agent's voice from
+	// what it sends (a browser's own echo cancellation, a headset): speech
+	// over the agent is the caller's, so barge-in is judged as in a pause
+	// between the agent's words, with no raised threshold and no wait for
+	// an echo tail. Leave it off for phone lines and loudspeakers.
+	EchoFree bool
 	// Rate is the caller audio rate the recogniser is opened at (default
 	// 16 kHz). Echo cancellation works on frames at this rate, 8 or
 	// 16 kHz.
@@ -237,7 +243,7 @@ func (a *audioInput) agent(cancelled bool) vad.Agent {
 		audible = a.tap.audibleWithin(a.arb.Config().EchoTail)
 	}
 	switch {
-	case audible:
+	case audible && !a.cfg.EchoFree:
 		return vad.AgentAudible
 	case a.s.agentTurn.Load():
 		return vad.AgentTurn
@@ -357,6 +363,8 @@ type echoTap struct {
 	buf         []int16
 	clock       Clock
 	lastAudible atomic.Int64 // clock time in ns; 0: never
+	// continuous: idle silence goes to the sink too (WithContinuousOutput).
+	continuous bool
 }
 
 func newEchoTap(next media.Sink, aec EchoCanceller, clock Clock, outRate, inRate int) (*echoTap, error) {
@@ -373,7 +381,8 @@ func newEchoTap(next media.Sink, aec EchoCanceller, clock Clock, outRate, inRate
 }
 
 // WriteFrame implements media.Sink. Idle silence (epoch 0) goes to the
-// canceller only: the sink sees what it saw before.
+// canceller only, unless the output is continuous: otherwise the sink sees
+// what it saw before.
 func (t *echoTap) WriteFrame(f media.Frame) error {
 	if t.aec != nil {
 		s := f.Samples
@@ -384,6 +393,9 @@ func (t *echoTap) WriteFrame(f media.Frame) error {
 		t.aec.Playback(s)
 	}
 	if f.Epoch == 0 {
+		if t.continuous {
+			return t.next.WriteFrame(f)
+		}
 		return nil
 	}
 	for _, v := range f.Samples {

@@ -223,3 +223,38 @@ func TestAgentDoesNotInterruptItselfOnItsEcho(t *testing.T) {
 		})
 	}
 }
+
+// With continuous output the line carries silence whenever the agent does
+// not speak, the pause of a suspected barge-in included: a WebRTC or RTP
+// receiver then plays silence at once instead of stretching the last
+// sounds it had.
+func TestContinuousOutputCarriesSilenceThroughAPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, setup{
+			responses: []scripted.Response{{TTFB: 200 * time.Millisecond, Text: greeting}},
+			opts:      []Option{WithContinuousOutput(), WithInput(InputConfig{NoEchoCancellation: true})},
+		})
+		greetAndWait(t, h)
+		h.speak(200 * time.Millisecond)
+		h.hush(1500 * time.Millisecond)
+		sus := h.waitFor(events.BargeInSuspected, nil, time.Second)
+		res := h.waitFor(events.BargeInResumed, nil, time.Second)
+		var silent, gaps int
+		var last time.Time
+		for _, f := range h.out.sent() {
+			if !last.IsZero() && f.at.Sub(last) > 20*time.Millisecond {
+				gaps++
+			}
+			last = f.at
+			if f.epoch == 0 && f.at.After(sus.Time) && f.at.Before(res.Time) {
+				silent++
+			}
+		}
+		if gaps != 0 {
+			t.Errorf("%d gaps in the output: want a frame every 20 ms", gaps)
+		}
+		if want := int(res.Time.Sub(sus.Time)/(20*time.Millisecond)) - 1; silent < want {
+			t.Errorf("%d silent frames during a %v pause; want at least %d", silent, res.Time.Sub(sus.Time), want)
+		}
+	})
+}

@@ -43,6 +43,7 @@ type config struct {
 	log               *slog.Logger
 	input             InputConfig
 	journal           tools.Journal
+	continuous        bool
 }
 
 func defaultConfig() config {
@@ -97,6 +98,16 @@ func WithOutput(sink media.Sink, rate int) Option {
 		c.sink, c.rate = sink, rate
 		return nil
 	}
+}
+
+// WithContinuousOutput makes the sink get a frame every period, silence
+// included (Epoch 0), instead of only the agent's speech: for transports
+// whose far end must hear silence rather than nothing. A WebRTC or RTP
+// receiver that stops getting packets conceals the gap by stretching the
+// last sounds it had, so an agent cut off mid-word would fade out over a
+// few hundred milliseconds instead of stopping.
+func WithContinuousOutput() Option {
+	return func(c *config) error { c.continuous = true; return nil }
 }
 
 // WithFrameDuration sets the output frame size: 10 or 20 ms (default 20).
@@ -229,6 +240,7 @@ func New(agent *Agent, opts ...Option) (*Session, error) {
 		return nil, err
 	}
 	tap, err := newEchoTap(cfg.sink, canceller, cfg.clock, cfg.rate, cfg.input.Rate)
+	tap.continuous = cfg.continuous
 	if err != nil {
 		return nil, fmt.Errorf("runtime: echo reference: %w", err)
 	}
@@ -239,7 +251,7 @@ func New(agent *Agent, opts ...Option) (*Session, error) {
 		media.WithEpochStart(func(epoch uint64) { s.post(PlayoutStarted{Epoch: epoch}) }),
 		// The canceller's reference must be continuous: what was played,
 		// silence included. The tap keeps idle silence from the sink.
-		media.WithIdleSilence(canceller != nil),
+		media.WithIdleSilence(canceller != nil || cfg.continuous),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: output: %w", err)

@@ -72,7 +72,9 @@ func (c *call) prepare(ctx context.Context) error {
 	opts := []runtime.Option{
 		runtime.WithID(c.id),
 		runtime.WithOutput(c, media.Rate48k),
-		runtime.WithInput(runtime.InputConfig{Rate: media.Rate16k, NoEchoCancellation: !c.s.cfg.echoCancel}),
+		runtime.WithContinuousOutput(),
+		// The browser cancels its own echo unless told to use ours.
+		runtime.WithInput(runtime.InputConfig{Rate: media.Rate16k, NoEchoCancellation: !c.s.cfg.echoCancel, EchoFree: !c.s.cfg.echoCancel}),
 		runtime.WithLogger(c.s.cfg.log.With("session", c.id)),
 	}
 	c.sess, err = runtime.New(agent, append(opts, c.s.cfg.sessionOpts...)...)

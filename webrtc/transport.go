@@ -35,14 +35,14 @@ const (
 )
 
 type transportConfig struct {
-	iceServers                 []pion.ICEServer
-	portMin, portMax           uint16
-	nat1To1                    []string
-	loopback                   bool
-	gatherTimeout              time.Duration
-	disconnected, failed       time.Duration
-	log                        *slog.Logger
-	inputRate                  int
+	iceServers                  []pion.ICEServer
+	portMin, portMax            uint16
+	nat1To1                     []string
+	loopback                    bool
+	gatherTimeout               time.Duration
+	disconnected, failed        time.Duration
+	log                         *slog.Logger
+	inputRate                   int
 	opusComplexity, opusBitrate int
 }
 

@@ -2,6 +2,7 @@
 //
 //	holdline console --agent booking [--llm demo|openai|realtime] [--model NAME] [--stt ...] [--tts ...] [--events FILE]
 //	holdline serve --agent booking [--http ADDR] [--resume-ttl D] [--max-sessions N] [provider flags]
+//	holdline talk --agent booking [provider flags] [-v]
 //	holdline simulate FILE|DIR... [--sweep N] [--seed S] [--set PARAM=DURATION] [--json]
 //
 // console talks to an agent in the terminal: type as the caller; the agent's
@@ -13,6 +14,10 @@
 // serve answers WebRTC offers from browsers (POST /v1/sessions) and serves
 // the reference web client at /, events as SSE and Prometheus metrics.
 // Without HOLDLINE_TOKEN it listens on 127.0.0.1 only.
+//
+// talk runs an agent on this computer's microphone and speaker, with echo
+// cancellation so that talking over it interrupts it, and prints the
+// conversation as console does until Ctrl-C.
 //
 // simulate runs scenario files against the session core in virtual time and
 // exits non-zero when any run breaks an expectation or an invariant.
@@ -46,6 +51,7 @@ const usage = `usage: holdline <command> [flags]
 commands:
   console   talk to an agent in the terminal (holdline console --agent booking)
   serve     serve an agent to browsers over WebRTC, with the web client (holdline serve --agent booking)
+  talk      talk to an agent with this computer's microphone and speaker (holdline talk --agent booking)
   simulate  run scenario files in virtual time (holdline simulate examples/scenarios --sweep 200)
   bargein-eval
             measure barge-in decisions on a generated echo corpus, every mode side by side
@@ -63,6 +69,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return consoleCmd(ctx, args[1:], stdin, stdout, stderr)
 	case "serve":
 		return serveCmd(ctx, args[1:], stdout, stderr)
+	case "talk":
+		return talkCmd(ctx, args[1:], stdout, stderr)
 	case "simulate":
 		return simulateCmd(ctx, args[1:], stdout, stderr)
 	case "bargein-eval":

@@ -55,7 +55,9 @@ func TestServeTriedAsANewUserWould(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.WaitEvent(ctx, func(e events.Event) bool { return e.Kind == events.PlayoutDone && strings.Contains(e.Text, "Holdline Bistro") }); err != nil {
+	if _, err := c.WaitEvent(ctx, func(e events.Event) bool {
+		return e.Kind == events.PlayoutDone && strings.Contains(e.Text, "Holdline Bistro")
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.SendText("Book a table for two at seven"); err != nil {

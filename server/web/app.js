@@ -85,7 +85,7 @@
     connect: $('connect'),
     disconnect: $('disconnect'),
     mute: $('mute'),
-    muteLabel: document.querySelector('#mute .mute-label'),
+    micLabel: $('mic-label'),
     sound: $('sound'),
     micMeter: $('mic-meter'),
     micFill: document.querySelector('#mic-meter .meter-fill'),
@@ -375,12 +375,19 @@
     agentAnalyser = null;
   }
 
+  function detachRemote() {
+    detachAgentAnalyser();
+    ui.remote.srcObject = null;
+    remoteBlocked = false;
+  }
+
   function setMuted(m) {
     muted = !!m;
     if (micTrack) micTrack.enabled = !muted;
+    // A toggle button keeps its name; aria-pressed carries the state.
     ui.mute.setAttribute('aria-pressed', String(muted));
-    ui.muteLabel.textContent = muted ? 'Unmute' : 'Mute';
     ui.micMeter.classList.toggle('muted', muted);
+    ui.micLabel.textContent = muted ? 'Mic muted' : 'Mic';
     document.body.classList.toggle('is-muted', muted);
     return muted;
   }
@@ -438,6 +445,17 @@
     }
   }
 
+  let cancelCurrent = () => {};
+
+  // bumpGen retires the current peer connection: its callbacks go quiet and
+  // an attempt still under way rejects as cancelled.
+  function bumpGen() {
+    gen++;
+    const cancel = cancelCurrent;
+    cancelCurrent = () => {};
+    cancel();
+  }
+
   function cancelled() {
     const e = new Error('Cancelled');
     e.cancelled = true;
@@ -476,14 +494,21 @@
     if (pc === conn) {
       pc = null;
       dc = null;
-      detachAgentAnalyser();
+      detachRemote();
     }
   }
 
   // attempt makes one offer on a new peer connection (resuming with token
   // when given) and resolves once the data channel is open.
   async function attempt(resumeToken) {
-    const myGen = ++gen;
+    bumpGen();
+    const myGen = gen;
+    // A closed peer connection abandons its pending operations without
+    // settling them, so every wait below also ends when the attempt is
+    // superseded or stopped.
+    const stopped = new Promise((_, reject) => { cancelCurrent = () => reject(cancelled()); });
+    stopped.catch(() => {});
+    const step = (p) => Promise.race([p, stopped]);
     clearTimeout(disconnectTimer);
     closeConnection(pc, dc);
 
@@ -528,9 +553,9 @@
     opened.catch(() => {});
 
     try {
-      const offer = await conn.createOffer();
-      await conn.setLocalDescription(offer);
-      await gatheringComplete(conn);
+      const offer = await step(conn.createOffer());
+      await step(conn.setLocalDescription(offer));
+      await step(gatheringComplete(conn));
       if (myGen !== gen) throw cancelled();
 
       const headers = { 'Content-Type': 'application/sdp', ...authHeaders() };
@@ -542,7 +567,12 @@
         throw new HttpError(0, 'Cannot reach the server');
       }
       const body = await res.text();
-      if (myGen !== gen) throw cancelled();
+      if (myGen !== gen) {
+        // Stopped while the offer was in flight: end the session it made.
+        const loc = res.ok && userStopped ? res.headers.get('Location') : null;
+        if (loc) fetch(loc, { method: 'DELETE', headers: authHeaders() }).catch(() => {});
+        throw cancelled();
+      }
       if (!res.ok) throw new HttpError(res.status, body.trim() || res.statusText || `HTTP ${res.status}`);
 
       const loc = res.headers.get('Location');
@@ -554,12 +584,12 @@
       if (id) sessionId = id;
       if (resumed) addLocalEntry('resumed', 'Resumed session', 'ok');
 
-      await conn.setRemoteDescription({ type: 'answer', sdp: body });
-      await opened;
+      await step(conn.setRemoteDescription({ type: 'answer', sdp: body }));
+      await step(opened);
       if (myGen !== gen) throw cancelled();
     } catch (e) {
       if (myGen !== gen) throw e.cancelled ? e : cancelled(); // replaced or stopped meanwhile
-      gen++;
+      bumpGen();
       closeConnection(conn, channel);
       throw e;
     }
@@ -648,7 +678,7 @@
 
   function sessionGone(message) {
     sessionOver = true;
-    gen++;
+    bumpGen();
     clearTimeout(disconnectTimer);
     clearResume();
     closeConnection(pc, dc);
@@ -710,7 +740,7 @@
 
   async function disconnect() {
     userStopped = true;
-    gen++;
+    bumpGen();
     clearTimeout(disconnectTimer);
     const r = loadResume();
     const conn = pc;
@@ -743,7 +773,7 @@
     if (pc === conn) {
       pc = null;
       dc = null;
-      detachAgentAnalyser();
+      detachRemote();
     }
     setTimeout(() => closeConnection(conn, channel), DELETE_TIMEOUT_MS + 500);
     updateControls();
@@ -804,7 +834,7 @@
       sessionOver = true;
       const conn = pc;
       const channel = dc;
-      gen++;
+      bumpGen();
       clearTimeout(disconnectTimer);
       clearResume();
       stopMic();
@@ -1222,6 +1252,8 @@
     get resumed() { return resumed; },
     get events() { return events; },
     get levelLog() { return levelLog; },
+    // The live RTCPeerConnection, for getStats() from tests and debugging.
+    get pc() { return pc; },
     get muted() { return muted; },
     set muted(m) { setMuted(m); },
     levels() { return { ...lastLevels }; },

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/holdline/holdline/localaudio"
+	"github.com/holdline/holdline/media"
+	"github.com/holdline/holdline/runtime"
+)
+
+// openTalkDevice opens the microphone and speaker talk uses. Tests replace
+// it to run talk on mediadevices' test source and miniaudio's null backend.
+var openTalkDevice = func(ctx context.Context, log *slog.Logger) (*localaudio.Device, error) {
+	return localaudio.Open(ctx, localaudio.WithLogger(log))
+}
+
+// pumpMicrophone feeds the microphone to the session. Tests wrap it to
+// choose when the test source's tone, a caller who never pauses, is heard.
+var pumpMicrophone = (*localaudio.Device).Pump
+
+// talkCmd runs an agent on this computer's microphone and speaker until ctx
+// ends (Ctrl-C), printing the conversation as the console does.
+func talkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("talk", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	name := fs.String("agent", "booking", "agent to run ("+agentNames()+")")
+	verbose := fs.Bool("v", false, "log debug detail to standard error")
+	var pf providerFlags
+	pf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	def, ok := agents[*name]
+	if !ok {
+		return fmt.Errorf("no agent named %q (have: %s)", *name, agentNames())
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	// The devices before the providers: without them there is nothing to
+	// talk with, and a local recogniser takes a while to load.
+	dev, err := openTalkDevice(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	prov, err := pf.build(def.phrases, true)
+	if err != nil {
+		return err
+	}
+	defer prov.Close()
+	agent := def.build(prov)
+	// Caller audio at 16 kHz keeps the session's echo canceller on (the
+	// default): its reference is what the session writes to dev, so the
+	// agent hearing itself through the speaker is not a barge-in.
+	sess, err := runtime.New(agent,
+		runtime.WithLogger(logger),
+		runtime.WithOutput(dev, dev.Rate()),
+		runtime.WithInput(runtime.InputConfig{Rate: media.Rate16k}),
+	)
+	if err != nil {
+		return err
+	}
+	sub := sess.Subscribe(0)
+	fmt.Fprintf(stderr, "Talking to the agent: microphone %q, speaker %q. Speak; talking over it interrupts. Ctrl-C ends.\n", dev.Microphone(), dev.Speaker())
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return sess.Run(gctx) })
+	g.Go(func() error {
+		err := pumpMicrophone(dev, gctx, sess.PushAudio)
+		if gctx.Err() != nil {
+			return nil // Ctrl-C, or the session ended first
+		}
+		return err
+	})
+	// The subscription closes when the session ends.
+	c := &console{sess: sess, sub: sub, out: stdout}
+	for e := range sub.C() {
+		c.show(e, false)
+	}
+	cancel() // the session has ended: stop listening
+	err = g.Wait()
+	s := dev.Stats()
+	logger.Debug("talk: audio", "played", s.Played, "underruns", s.Underruns, "overruns", s.Overruns, "dropped", s.Dropped, "captured", s.Captured, "lost", s.Lost)
+	return err
+}

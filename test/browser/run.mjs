@@ -1,0 +1,283 @@
+// Drives the reference web client in Debian's Chromium with a fake
+// microphone playing a WAV file, and prints what it measured as JSON.
+//
+//   node run.mjs booking URL CALLER.wav OUTDIR
+//     connect, hear the greeting, speak the WAV's request, see it booked,
+//     reload, resume, be answered again.
+//   node run.mjs bargein URL WAIT.wav OUTDIR [TRIALS]
+//     interrupt a long answer TRIALS times; time from the caller's speech
+//     onset to the agent's audio stopping, both measured in the page.
+//
+// The WAV loops in Chrome's fake capture device; the page's mute button
+// gates it, so the script decides when the caller speaks: it unmutes at the
+// start of a silence in the file, and the next onset is a whole utterance.
+import { chromium } from 'playwright-core';
+
+const [scenario, url, wav, outDir, trialsArg] = process.argv.slice(2);
+const log = (...a) => console.error(`[${((Date.now() - t0) / 1000).toFixed(1)}s]`, ...a);
+const t0 = Date.now();
+
+const LOUD = 0.015; // RMS above which a level counts as sound
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: [
+    '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync',
+    '--allow-loopback-in-peer-connection', '--use-fake-ui-for-media-stream',
+    '--use-fake-device-for-media-stream', `--use-file-for-fake-audio-capture=${wav}`,
+    '--autoplay-policy=no-user-gesture-required',
+  ],
+});
+const result = { scenario };
+let page;
+try {
+  page = await browser.newPage({ viewport: { width: 1280, height: 860 }, bypassCSP: true });
+  page.on('console', (m) => { if (m.type() === 'error') log('page error:', m.text()); });
+  page.on('pageerror', (e) => log('page exception:', e.message));
+  await page.goto(`${url}/?aec=0`);
+  await page.waitForFunction(() => window.holdline && window.holdline.state === 'idle');
+  if (scenario === 'booking') await booking();
+  else if (scenario === 'bargein') await bargein(Number(trialsArg || 20));
+  else throw new Error(`unknown scenario ${scenario}`);
+  result.ok = true;
+} catch (e) {
+  result.ok = false;
+  result.error = String(e && e.stack || e);
+  if (page) {
+    result.events = await page.evaluate(() => window.holdline && window.holdline.events.map((e) => `${e.seq} ${e.kind} ${e.text || ''} ${e.reason || ''} ${e.tool || ''} ${e.state || ''}`)).catch(() => null);
+    await page.screenshot({ path: `${outDir}/${scenario}-failure.png`, fullPage: true }).catch(() => {});
+  }
+} finally {
+  await browser.close();
+}
+process.stdout.write(JSON.stringify(result) + '\n');
+
+// ---------------------------------------------------------------- helpers
+
+function waitEvent(pred, timeout = 30000, what = 'an event') {
+  return page.waitForFunction(
+    ([src]) => window.holdline.events.find(new Function('e', `return (${src})(e)`)),
+    [pred.toString()], { timeout, polling: 20 },
+  ).then((h) => h.jsonValue()).catch((e) => { throw new Error(`waiting for ${what}: ${e.message}`); });
+}
+
+function events() { return page.evaluate(() => window.holdline.events); }
+
+function lastSeq() { return page.evaluate(() => window.holdline.events.reduce((m, e) => Math.max(m, e.seq), 0)); }
+
+// waitSilenceStart resolves once the raw microphone, after sound, has been
+// quiet for 300 ms: inside the pause between two plays of the looping
+// file, not in a gap between words.
+function waitSilenceStart(timeout = 15000) {
+  return page.evaluate(([loud, timeout]) => new Promise((resolve, reject) => {
+    let wasLoud = false, quietSince = 0;
+    const start = performance.now();
+    const iv = setInterval(() => {
+      const now = performance.now();
+      const m = window.holdline.levels().mic;
+      if (m > loud / 3) { wasLoud = wasLoud || m > loud; quietSince = 0; } else if (wasLoud) {
+        if (!quietSince) quietSince = now;
+        if (now - quietSince >= 300) { clearInterval(iv); resolve(now); }
+      }
+      if (now - start > timeout) { clearInterval(iv); reject(new Error('no pause in the microphone')); }
+    }, 5);
+  }), [LOUD, timeout]);
+}
+
+// waitSentQuiet resolves once the sent audio has had sound and then been
+// quiet for ms.
+function waitSentQuiet(ms = 250, timeout = 15000) {
+  return page.evaluate(([loud, ms, timeout]) => new Promise((resolve, reject) => {
+    let wasLoud = false, quietSince = 0;
+    const start = performance.now();
+    const iv = setInterval(() => {
+      const s = window.holdline.levels().sent;
+      const now = performance.now();
+      if (s > loud) { wasLoud = true; quietSince = 0; } else if (wasLoud) {
+        if (!quietSince) quietSince = now;
+        if (now - quietSince >= ms) { clearInterval(iv); resolve(now); }
+      }
+      if (now - start > timeout) { clearInterval(iv); reject(new Error('the caller never finished speaking')); }
+    }, 5);
+  }), [LOUD, ms, timeout]);
+}
+
+async function agentPeak(fromT, toT) {
+  return page.evaluate(([a, b]) => window.holdline.levelLog
+    .filter((l) => l.t >= a && l.t <= b).reduce((m, l) => Math.max(m, l.agent), 0), [fromT, toT]);
+}
+
+async function now() { return page.evaluate(() => performance.now()); }
+
+// startStats records, every 10 ms, the audio energy WebRTC itself counted:
+// for the microphone as it enters the sender (media-source) and for the
+// agent as it leaves the receiver's jitter buffer for playout
+// (inbound-rtp). Differences give each interval's loudness in the
+// browser's own media clock, free of any Web Audio delay.
+function startStats() {
+  return page.evaluate(() => {
+    window.__stats = [];
+    const poll = async () => {
+      const pc = window.holdline.pc;
+      if (pc) {
+        const t = performance.now();
+        const r = await pc.getStats();
+        const s = { t };
+        r.forEach((v) => {
+          if (v.kind !== 'audio') return;
+          if (v.type === 'media-source') { s.srcE = v.totalAudioEnergy; s.srcD = v.totalSamplesDuration; }
+          if (v.type === 'inbound-rtp') { s.inE = v.totalAudioEnergy; s.inD = v.totalSamplesDuration; }
+        });
+        window.__stats.push(s);
+        if (window.__stats.length > 30000) window.__stats.splice(0, 10000);
+      }
+      window.__statsTimer = setTimeout(poll, 10);
+    };
+    poll();
+  });
+}
+
+// statLevels turns the recorded totals after t0 into per-interval RMS.
+function statLevels(t0) {
+  return page.evaluate((t0) => {
+    const S = window.__stats.filter((s) => s.t >= t0 - 500);
+    const out = [];
+    for (let i = 1; i < S.length; i++) {
+      const a = S[i - 1], b = S[i];
+      const rms = (e1, e0, d1, d0) => (d1 > d0 ? Math.sqrt(Math.max(0, (e1 - e0) / (d1 - d0))) : 0);
+      out.push({ t: b.t, sent: rms(b.srcE, a.srcE, b.srcD, a.srcD), agent: rms(b.inE, a.inE, b.inD, a.inD) });
+    }
+    return out;
+  }, t0);
+}
+
+// ---------------------------------------------------------------- booking
+
+async function booking() {
+  await page.evaluate(() => window.holdline.setMuted(true));
+  const t1 = await now();
+  await page.evaluate(() => window.holdline.connect());
+  log('connected', await page.evaluate(() => window.holdline.sessionId));
+  result.session = await page.evaluate(() => window.holdline.sessionId);
+  const greeting = await waitEvent((e) => e.kind === 'playout_done', 30000, 'the greeting');
+  await waitEvent((e) => e.kind === 'idle', 10000, 'idle after the greeting');
+  result.greeting = greeting.text;
+  result.greetingPeakRMS = await agentPeak(t1, await now());
+  log('greeting heard, peak RMS', result.greetingPeakRMS.toFixed(3));
+  if (result.greetingPeakRMS < LOUD) throw new Error('no greeting audio reached the page');
+
+  // The caller speaks the file's request once.
+  await waitSilenceStart();
+  await page.evaluate(() => window.holdline.setMuted(false));
+  const turn = await waitEvent((e) => e.kind === 'user_turn', 20000, 'the caller\'s turn');
+  await page.evaluate(() => window.holdline.setMuted(true));
+  result.heard = turn.text;
+  log('heard:', turn.text);
+  const done = await waitEvent((e) => e.kind === 'tool_terminal' && e.tool === 'book_table', 30000, 'book_table');
+  result.bookState = done.state;
+  const reply = await waitEvent((e) => e.kind === 'playout_done' && /booked/i.test(e.text || ''), 30000, 'the booking reply');
+  result.reply = reply.text;
+  log('reply:', reply.text);
+  await page.screenshot({ path: `${outDir}/booking.png`, fullPage: true });
+
+  // The page reloads: the client resumes the same session.
+  const before = await lastSeq();
+  await page.reload();
+  await page.waitForFunction(() => window.holdline && window.holdline.state === 'connected', null, { timeout: 20000 });
+  result.resumed = await page.evaluate(() => window.holdline.resumed);
+  result.sameSession = (await page.evaluate(() => window.holdline.sessionId)) === result.session;
+  await page.evaluate(() => window.holdline.setMuted(true));
+  await page.waitForFunction((n) => window.holdline.events.reduce((m, e) => Math.max(m, e.seq), 0) >= n, before, { timeout: 10000 });
+  log('resumed', result.resumed, 'same session', result.sameSession);
+  const t2 = await now();
+  await page.evaluate(() => window.holdline.sendText('Are you free at eight?'));
+  const asked = await waitEvent((e) => e.kind === 'user_turn' && e.text === 'Are you free at eight?', 10000, 'the typed turn');
+  const answer = await page.waitForFunction((s) => window.holdline.events.find((e) => e.kind === 'playout_done' && e.seq > s), asked.seq, { timeout: 30000, polling: 20 }).then((h) => h.jsonValue());
+  result.afterResume = answer.text;
+  result.afterResumePeakRMS = await agentPeak(t2, await now());
+  log('after the resume:', answer.text, 'peak RMS', result.afterResumePeakRMS.toFixed(3));
+  const evs = await events();
+  result.bookTableRuns = evs.filter((e) => e.kind === 'tool_terminal' && e.tool === 'book_table').length;
+  result.sessionStarts = evs.filter((e) => e.kind === 'session_started').length;
+  result.transportLost = evs.filter((e) => e.kind === 'transport_lost').length;
+  result.transportRestored = evs.filter((e) => e.kind === 'transport_restored').length;
+  await page.screenshot({ path: `${outDir}/resumed.png`, fullPage: true });
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.screenshot({ path: `${outDir}/phone.png`, fullPage: false });
+}
+
+// ---------------------------------------------------------------- barge-in
+
+async function bargein(trials) {
+  await page.evaluate(() => window.holdline.setMuted(true));
+  await page.evaluate(() => window.holdline.connect());
+  await waitEvent((e) => e.kind === 'playout_done', 30000, 'the greeting');
+  await startStats();
+  result.latenciesMs = [];
+  result.discarded = 0;
+  for (let i = 0; result.latenciesMs.length < trials; i++) {
+    if (i >= trials * 2) throw new Error(`only ${result.latenciesMs.length} of ${trials} trials landed while the agent spoke`);
+    // Wait for the agent to be idle: an idle event after its latest turn.
+    await page.waitForFunction(() => {
+      const evs = window.holdline.events;
+      const turn = evs.reduce((m, e) => (e.kind === 'turn_started' ? Math.max(m, e.seq) : m), 0);
+      return evs.some((e) => e.kind === 'idle' && e.seq > turn);
+    }, null, { timeout: 30000, polling: 20 });
+    const s0 = await lastSeq();
+    await page.evaluate(() => window.holdline.sendText('Hello'));
+    const started = await page.waitForFunction((s) => window.holdline.events.find((e) => e.kind === 'playout_started' && e.seq > s), s0, { timeout: 20000, polling: 10 }).then((h) => h.jsonValue());
+    // Let the agent get into its sentence, then open the microphone at the
+    // next pause of the file: the caller starts speaking at the pause's end.
+    await page.waitForTimeout(300 + Math.floor(Math.random() * 700));
+    const tUnmute = await waitSilenceStart();
+    await page.evaluate(() => window.holdline.setMuted(false));
+    await waitSentQuiet(250);
+    await page.evaluate(() => window.holdline.setMuted(true));
+    const cut = await page.waitForFunction((ep) => window.holdline.events.find((e) => (e.kind === 'playout_truncated' || e.kind === 'playout_done') && e.epoch === ep), started.epoch, { timeout: 20000, polling: 10 }).then((h) => h.jsonValue());
+    // Measure in the page's level log: onset is the first loud sample sent
+    // after unmuting; the stop is the last loud sample of the agent after
+    // the onset that is followed by 300 ms of quiet.
+    await page.waitForTimeout(400);
+    const L = await statLevels(tUnmute);
+    const measure = ([tu, loud, L]) => {
+      const on = L.find((l) => l.t > tu && l.sent > loud);
+      if (!on) return null;
+      const before = L.filter((l) => l.t >= on.t - 150 && l.t <= on.t).some((l) => l.agent > loud);
+      let last = on.t;
+      for (const l of L) {
+        if (l.t < on.t) continue;
+        if (l.agent > loud) { if (l.t - last > 300) break; last = l.t; }
+      }
+      return { onset: on.t, onsetWall: performance.timeOrigin + on.t, stop: last, agentSpeakingAtOnset: before };
+    };
+    // What the page's own audio graph heard (Web Audio analysers on the
+    // microphone and on the agent's track), and, as a cross-check, what
+    // WebRTC's statistics counted.
+    const m = await page.evaluate(([tu, loud, src]) => (new Function('return ' + src))()([tu, loud, window.holdline.levelLog]), [tUnmute, LOUD, measure.toString()]);
+    const ms2 = await page.evaluate(([tu, loud, L, src]) => (new Function('return ' + src))()([tu, loud, L]), [tUnmute, LOUD, L, measure.toString()]);
+    const decided = await page.evaluate((s) => window.holdline.events.find((e) => e.seq > s && (e.kind === 'barge_in_suspected' || e.kind === 'barge_in_confirmed' || e.kind === 'turn_interrupted')), started.seq);
+    if (m && decided) m.decidedMs = Math.round(Date.parse(decided.time) - m.onsetWall);
+    const path = await page.evaluate(([a, ep]) => window.holdline.events
+      .filter((e) => e.seq > a && (e.kind.startsWith('barge_in') || e.kind === 'speech_started' || e.kind === 'user_turn' || e.kind === 'transcript' || e.kind === 'turn_interrupted' || e.kind === 'playout_truncated'))
+      .map((e) => `${(e.at_ns / 1e6).toFixed(0)} ${e.kind}${e.reason ? '(' + e.reason + ')' : ''}${e.text && e.kind !== 'playout_truncated' ? ' ' + e.text : ''}`).join(', '), [started.seq, started.epoch]);
+    log(`trial ${i + 1}: ${path}`);
+    if (!m || !m.agentSpeakingAtOnset || cut.kind !== 'playout_truncated') {
+      result.discarded++;
+      log(`trial ${i + 1}: discarded (agent speaking at onset: ${m && m.agentSpeakingAtOnset}, ${cut.kind})`);
+      continue;
+    }
+    const ms = Math.round(m.stop - m.onset);
+    if (process.env.TRACE) log(L.filter((l) => l.t >= m.onset - 200 && l.t <= m.onset + 1500).map((l) => `${Math.round(l.t - m.onset)}:${l.sent.toFixed(2)}/${l.agent.toFixed(2)}`).join(' '));
+    result.latenciesMs.push(ms);
+    log(`trial ${i + 1}: onset → agent audio stopped ${ms} ms (server decided after ${m.decidedMs} ms)`);
+    (result.decidedMs ||= []).push(m.decidedMs);
+    if (ms2 && ms2.agentSpeakingAtOnset) (result.statsLatenciesMs ||= []).push(Math.round(ms2.stop - ms2.onset));
+  }
+  const sorted = [...result.latenciesMs].sort((a, b) => a - b);
+  const pct = (p) => sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)];
+  result.p50 = pct(0.5);
+  result.p95 = pct(0.95);
+  result.max = sorted[sorted.length - 1];
+  await page.screenshot({ path: `${outDir}/bargein.png`, fullPage: true });
+}
