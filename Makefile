@@ -33,6 +33,7 @@ deps:
 
 test-deps: deps
 	@$(MAKE) --no-print-directory apt PACKAGES="$(APT_TEST_PACKAGES)"
+	@test -d test/browser/node_modules/playwright-core || (cd test/browser && npm ci --no-audit --no-fund)
 
 apt:
 	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -61,7 +62,7 @@ vet:
 	$(GO) vet ./...
 
 test: test-deps models vet build
-	HOLDLINE_MODELS_DIR=$(MODELS_DIR) HOLDLINE_REQUIRE_MODELS=1 $(GO) test -race -count=1 ./...
+	HOLDLINE_MODELS_DIR=$(MODELS_DIR) HOLDLINE_REQUIRE_MODELS=1 $(GO) test -race -count=1 -artifacts ./...
 	./$(BIN) simulate examples/scenarios --sweep 2000
 
 bench:

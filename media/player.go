@@ -122,6 +122,7 @@ type Player struct {
 	frameLen   int
 	epochDone  func(uint64)
 	epochStart func(uint64)
+	missed     atomic.Uint64
 	// started is the last epoch epochStart was called for.
 	started     uint64
 	idleSilence bool
@@ -446,17 +447,29 @@ func (p *Player) Run(ctx context.Context) error {
 
 	t := time.NewTicker(p.frameDur)
 	defer t.Stop()
+	last := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-t.C:
+		case now := <-t.C:
+			// A ticker drops ticks its reader was too slow for: each one
+			// is a frame period the line went without its frame.
+			if gap := now.Sub(last); gap > p.frameDur*3/2 {
+				p.missed.Add(uint64((gap+p.frameDur/2)/p.frameDur - 1))
+			}
+			last = now
 			if err := p.tick(); err != nil {
 				return err
 			}
 		}
 	}
 }
+
+// Missed returns how many frame periods passed without a frame because the
+// Player ran late: a starved CPU, a slow sink. It stays 0 on a healthy
+// machine.
+func (p *Player) Missed() uint64 { return p.missed.Load() }
 
 // tick writes at most one frame: the next frame's worth of the epoch at the
 // head of the queue, or silence, and then reports the epochs it completed.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -841,6 +842,33 @@ func TestPlayerEpochStartFiresOnceAtTheFirstFrameHeard(t *testing.T) {
 			if w := sink.written(); n == 0 || w[n-1].epoch != starts[i] {
 				t.Errorf("start of epoch %d called before its first frame was written", starts[i])
 			}
+		}
+	})
+}
+
+func TestPlayerCountsFramePeriodsItMissed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var slow atomic.Bool
+		sink := &recSink{block: func(Frame) {
+			if slow.Load() {
+				time.Sleep(5 * testFrame) // a sink that holds the player up
+			}
+		}}
+		p, err := NewPlayer(sink, WithPlayerRate(testRate), WithIdleSilence(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		startPlayer(t, p)
+		time.Sleep(10 * testFrame)
+		if n := p.Missed(); n != 0 {
+			t.Fatalf("%d missed on time", n)
+		}
+		slow.Store(true)
+		time.Sleep(testFrame + testFrame/2)
+		slow.Store(false)
+		time.Sleep(10 * testFrame)
+		if n := p.Missed(); n < 4 || n > 6 {
+			t.Errorf("%d missed after the sink held the player for 5 periods; want about 5", n)
 		}
 	})
 }

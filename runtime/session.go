@@ -404,6 +404,10 @@ func (s *Session) TransportRestored(ctx context.Context) error {
 	return s.send(ctx, TransportRestored{})
 }
 
+// MissedFrames returns how many output frame periods went without a frame
+// because the session ran late (see media.Player.Missed).
+func (s *Session) MissedFrames() uint64 { return s.player.Missed() }
+
 // ChatContext returns a copy of the chat context as it stands.
 func (s *Session) ChatContext(ctx context.Context) (llm.ChatContext, error) {
 	return ask(ctx, s, func(c *conductor) llm.ChatContext { return c.context() })

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/holdline/holdline/runtime"
@@ -145,6 +146,8 @@ type Server struct {
 	tokens map[string]*call
 	gone   map[string]time.Time // tokens of ended sessions
 	closed bool
+	// missedEnded counts the missed output frames of ended sessions.
+	missedEnded uint64
 }
 
 // New returns a Server whose sessions run agents made by newAgent.
@@ -187,6 +190,10 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 	s.mux.HandleFunc("GET /v1/sessions/{id}/events", s.authorized(s.streamEvents))
 	s.mux.HandleFunc("POST /v1/sessions/{id}/input", s.authorized(s.postInput))
 	s.mux.HandleFunc("GET /v1/config", s.serveConfig)
+	s.metrics.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "holdline_output_frames_missed_total",
+		Help: "Output frame periods that went without a frame because a session ran late (an overloaded machine).",
+	}, func() float64 { return float64(s.MissedFrames()) }))
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -214,6 +221,21 @@ func (s *Server) Close() error {
 	}
 	s.wg.Wait()
 	return nil
+}
+
+// MissedFrames returns how many output frame periods went without a frame,
+// over every session this server has run: 0 unless the machine is
+// overloaded.
+func (s *Server) MissedFrames() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.missedEnded
+	for _, c := range s.calls {
+		if c.token != "" { // prepared: c.sess was set before the token
+			n += c.sess.MissedFrames()
+		}
+	}
+	return n
 }
 
 // Sessions returns how many sessions are in progress.
@@ -404,6 +426,9 @@ func (s *Server) answered(w http.ResponseWriter, c *call, tok, answer string, re
 func (s *Server) forget(c *call, tok string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, ok := s.calls[c.id]; ok && c.token != "" {
+		s.missedEnded += c.sess.MissedFrames()
+	}
 	delete(s.calls, c.id)
 	if tok == "" {
 		return
