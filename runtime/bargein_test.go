@@ -258,3 +258,28 @@ func TestContinuousOutputCarriesSilenceThroughAPause(t *testing.T) {
 		}
 	})
 }
+
+// A caller whose device cancels its own echo (a browser) interrupts with
+// a word as short as "wait": with EchoFree the speech is the caller's at
+// once, and no echo tail is waited out before it confirms. The same word
+// on a line that may echo only pauses the agent.
+func TestEchoFreeCallerInterruptsWithAShortWord(t *testing.T) {
+	for _, echoFree := range []bool{true, false} {
+		t.Run(map[bool]string{true: "echo free", false: "echo possible"}[echoFree], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := start(t, setup{
+					responses: []scripted.Response{{TTFB: 200 * time.Millisecond, Text: greeting}},
+					opts:      []Option{WithContinuousOutput(), WithInput(InputConfig{NoEchoCancellation: true, EchoFree: echoFree})},
+				})
+				greetAndWait(t, h)
+				h.speak(400 * time.Millisecond)
+				h.hush(1500 * time.Millisecond)
+				_, confirmed := h.find(events.BargeInConfirmed, nil)
+				_, resumed := h.find(events.BargeInResumed, nil)
+				if confirmed != echoFree || resumed == echoFree {
+					t.Errorf("confirmed %v, resumed %v; want confirmed only when echo free:\n%s", confirmed, resumed, h.timeline())
+				}
+			})
+		})
+	}
+}
