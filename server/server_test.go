@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -353,5 +354,133 @@ func TestBearerTokenRequiredWhenSet(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(string(b), `"auth_required":true`) {
 		t.Errorf("config %s does not say a token is required", b)
+	}
+}
+
+// readSSE reads Server-Sent Events from body until n have arrived.
+func readSSE(t *testing.T, body io.Reader, n int) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	var cur sseEvent
+	sc := bufio.NewScanner(body)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if cur.id != "" {
+				out = append(out, cur)
+				if len(out) == n {
+					return out
+				}
+			}
+			cur = sseEvent{}
+		case strings.HasPrefix(line, "id: "):
+			cur.id = strings.TrimPrefix(line, "id: ")
+		case strings.HasPrefix(line, "event: "):
+			cur.kind = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			cur.data = strings.TrimPrefix(line, "data: ")
+		}
+	}
+	t.Fatalf("the stream ended after %d events: %v", len(out), sc.Err())
+	return nil
+}
+
+type sseEvent struct{ id, kind, data string }
+
+func TestEventsStreamAndTypedInputOverHTTP(t *testing.T) {
+	hs, _, _ := newServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := rtctest.Dial(ctx, hs.URL, rtctest.Options{NoHello: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL+c.Location+"/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	first := readSSE(t, resp.Body, 3)
+	if first[0].kind != string(events.SessionStarted) || first[0].id != "1" || !strings.Contains(first[0].data, `"kind":"session_started"`) {
+		t.Errorf("first event: %+v", first[0])
+	}
+
+	// Typed input over HTTP is a turn like any other.
+	status, reason := post(t, hs.URL+c.Location+"/input", "application/json", `{"text":"Are you free at eight?"}`)
+	if status != http.StatusAccepted {
+		t.Fatalf("input: %d %s", status, reason)
+	}
+	if status, _ := post(t, hs.URL+c.Location+"/input", "application/json", `{}`); status != http.StatusBadRequest {
+		t.Errorf("empty input: %d; want 400", status)
+	}
+	for {
+		e := readSSE(t, resp.Body, 1)[0]
+		if e.kind == string(events.UserTurn) && strings.Contains(e.data, "Are you free at eight?") {
+			break
+		}
+	}
+
+	// A reconnecting reader gets what came after the last event it saw.
+	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, hs.URL+c.Location+"/events", nil)
+	req.Header.Set("Last-Event-ID", "2")
+	again, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Body.Close()
+	if e := readSSE(t, again.Body, 1)[0]; e.id != "3" || e.kind != first[2].kind {
+		t.Errorf("after Last-Event-ID 2 came %+v; want event 3 (%s)", e, first[2].kind)
+	}
+	resp2, err := http.Get(hs.URL + "/v1/sessions/nope/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp2.Body.Close()
+	if resp2.StatusCode != http.StatusNotFound {
+		t.Errorf("events of an unknown session: %d; want 404", resp2.StatusCode)
+	}
+}
+
+func TestMetricsCountTurnsToolsAndLatency(t *testing.T) {
+	hs, _, _ := newServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := rtctest.Dial(ctx, hs.URL, rtctest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SendText("Book a table for two at seven"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitEvent(ctx, func(e events.Event) bool { return e.Kind == events.PlayoutDone && strings.Contains(e.Text, "booked") }); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(hs.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := string(b)
+	for _, want := range []string{
+		`holdline_sessions_active 1`,
+		`holdline_tool_outcomes_total{state="succeeded",tool="book_table"} 1`,
+		`holdline_response_latency_seconds_count`,
+		`holdline_tool_duration_seconds_count{tool="book_table"} 1`,
+		`holdline_output_frames_missed_total`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if strings.Contains(m, "holdline_turns_total 0\n") {
+		t.Error("no turns counted")
 	}
 }
