@@ -67,22 +67,28 @@ function events() { return page.evaluate(() => window.holdline.events); }
 function lastSeq() { return page.evaluate(() => window.holdline.events.reduce((m, e) => Math.max(m, e.seq), 0)); }
 
 // waitSilenceStart resolves once the raw microphone, after sound, has been
-// quiet for 300 ms: inside the pause between two plays of the looping
-// file, not in a gap between words.
-function waitSilenceStart(timeout = 15000) {
-  return page.evaluate(([loud, timeout]) => new Promise((resolve, reject) => {
-    let wasLoud = false, quietSince = 0;
+// quiet for quietMs: inside the pause between two plays of the looping
+// file, not in a gap between words. Quiet counts only while it is watched:
+// when the page stalls (a loaded machine delays its timers) the levels in
+// between were never seen, so the count starts again, and a stall over a
+// gap between words cannot pass for the file's pause.
+function waitSilenceStart(quietMs = 300, timeout = 15000) {
+  return page.evaluate(([loud, quietMs, timeout]) => new Promise((resolve, reject) => {
+    const maxGap = 40;
+    let wasLoud = false, quietSince = 0, last = 0;
     const start = performance.now();
     const iv = setInterval(() => {
       const now = performance.now();
+      const stalled = last && now - last > maxGap;
+      last = now;
       const m = window.holdline.levels().mic;
       if (m > loud / 3) { wasLoud = wasLoud || m > loud; quietSince = 0; } else if (wasLoud) {
-        if (!quietSince) quietSince = now;
-        if (now - quietSince >= 300) { clearInterval(iv); resolve(now); }
+        if (!quietSince || stalled) quietSince = now;
+        if (now - quietSince >= quietMs) { clearInterval(iv); resolve(now); }
       }
       if (now - start > timeout) { clearInterval(iv); reject(new Error('no pause in the microphone')); }
     }, 5);
-  }), [LOUD, timeout]);
+  }), [LOUD, quietMs, timeout]);
 }
 
 // waitSentQuiet resolves once the sent audio has had sound and then been
@@ -167,13 +173,20 @@ async function booking() {
   log('greeting heard, peak RMS', result.greetingPeakRMS.toFixed(3));
   if (result.greetingPeakRMS < LOUD) throw new Error('no greeting audio reached the page');
 
-  // The caller speaks the file's request once.
-  await waitSilenceStart();
+  // The caller speaks the file's request once. The file pauses 5.5 s
+  // between plays, so a second of quiet is surely that pause.
+  const tUnmute = await waitSilenceStart(1000, 20000);
   await page.evaluate(() => window.holdline.setMuted(false));
   const turn = await waitEvent((e) => e.kind === 'user_turn', 20000, 'the caller\'s turn');
   await page.evaluate(() => window.holdline.setMuted(true));
   result.heard = turn.text;
-  log('heard:', turn.text);
+  // How long after the unmute the caller's first sound went out: a whole
+  // utterance starts some 4.5 s in; much less means it was cut.
+  result.onsetAfterUnmuteMs = await page.evaluate(([tu, loud]) => {
+    const on = window.holdline.levelLog.find((l) => l.t > tu && l.sent > loud);
+    return on ? Math.round(on.t - tu) : -1;
+  }, [tUnmute, LOUD]);
+  log('heard:', turn.text, `(speech went out ${result.onsetAfterUnmuteMs} ms after the unmute)`);
   const done = await waitEvent((e) => e.kind === 'tool_terminal' && e.tool === 'book_table', 30000, 'book_table');
   result.bookState = done.state;
   const reply = await waitEvent((e) => e.kind === 'playout_done' && /booked/i.test(e.text || ''), 30000, 'the booking reply');
