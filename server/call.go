@@ -24,7 +24,7 @@ const (
 	captionEvery = 250 * time.Millisecond
 	// eventBuffer is the event subscription's buffer: room for bursts
 	// while the log appends.
-	eventBuffer = 4096
+	eventBuffer = 512
 )
 
 // call is one session and the connections it has had.
@@ -71,7 +71,11 @@ func (c *call) prepare(ctx context.Context) error {
 	}
 	opts := []runtime.Option{
 		runtime.WithID(c.id),
-		runtime.WithOutput(c, media.Rate48k),
+		// 24 kHz: no voice we have speaks above it (OpenAI's is 24 kHz,
+		// espeak-ng's 22.05), and Opus codes it as it is; 48 kHz would
+		// carry nothing more at twice the player's memory and more
+		// encoder time.
+		runtime.WithOutput(c, media.Rate24k),
 		runtime.WithContinuousOutput(),
 		// The browser cancels its own echo unless told to use ours.
 		runtime.WithInput(runtime.InputConfig{Rate: media.Rate16k, NoEchoCancellation: !c.s.cfg.echoCancel, EchoFree: !c.s.cfg.echoCancel}),

@@ -21,12 +21,19 @@ import (
 const ChannelLabel = "holdline"
 
 const (
-	opusRate = 48000
-	// opusFrame is one 20 ms packet at 48 kHz.
-	opusFrame = opusRate / 50
+	// opusClock is Opus's RTP clock rate, whatever rate it is coded at.
+	opusClock = 48000
+	// opusFrame is one 20 ms packet in RTP clock ticks.
+	opusFrame = opusClock / 50
 	// maxConcealed is the longest run of lost packets filled by the
 	// decoder's concealment; a longer gap is left silent.
 	maxConcealed = 5
+	// silenceTail is how many packets of digital silence are sent after
+	// sound before the sender pauses. They let a cut end in silence at
+	// the client rather than in its concealment of the last sound; after
+	// them nothing is sent until the next sound (as Opus DTX would), which
+	// saves the encoder and the network the idle time of every call.
+	silenceTail = 10
 	// maxChannelBuffer is how much may wait in the data channel before
 	// further messages are dropped rather than queued without bound.
 	maxChannelBuffer = 1 << 20
@@ -54,6 +61,7 @@ type Stats struct {
 	Lost, Concealed         uint64 // packets missing from the caller, and of those filled in
 	DecodeErrors            uint64
 	DroppedOut              uint64 // agent frames dropped: no connection yet, or a send failed
+	PausedOut               uint64 // packets of silence not sent: the sender pauses in silence
 	MessagesOut, DroppedMsg uint64
 }
 
@@ -83,12 +91,14 @@ type Peer struct {
 type outbound struct {
 	mu      sync.Mutex
 	enc     *opus.Encoder
+	encRate int // the rate enc codes at: the frames' own, where Opus takes it
 	rs      *media.Resampler
 	rsFrom  int
-	pcm     []int16 // resampled samples waiting for a whole packet
+	pcm     []int16 // samples at encRate waiting for a whole packet
 	scratch []int16
 	payload []byte
 
+	quiet     int // packets of digital silence in a row
 	started   bool
 	start     time.Time
 	last      time.Time
@@ -96,6 +106,7 @@ type outbound struct {
 	seq       uint16
 	ssrcBase  uint32
 	sent      atomic.Uint64
+	paused    atomic.Uint64 // silent packets not sent
 	dropped   atomic.Uint64
 	connected atomic.Bool
 }
@@ -119,11 +130,11 @@ func (t *Transport) Answer(ctx context.Context, offer string, h Handler) (*Peer,
 			p.Close()
 		}
 	}()
-	if p.out.enc, err = opus.NewEncoder(opusRate, 1, opus.AppVoIP); err != nil {
-		return nil, fmt.Errorf("webrtc: opus encoder: %w", err)
+	// The encoder is made for the rate of the first frame; this one
+	// checks, before the client is answered, that one can be made at all.
+	if err := p.out.setRate(opusRate(16000), t.cfg); err != nil {
+		return nil, err
 	}
-	_ = p.out.enc.SetComplexity(t.cfg.opusComplexity)
-	_ = p.out.enc.SetBitrate(t.cfg.opusBitrate)
 	p.out.payload = make([]byte, 1500)
 
 	pc.OnConnectionStateChange(p.onState)
@@ -299,7 +310,10 @@ func (p *Peer) onTrack(track *pion.TrackRemote, _ *pion.RTPReceiver) {
 // readAudio decodes the caller's Opus into pipeline frames until the track
 // ends.
 func (p *Peer) readAudio(track *pion.TrackRemote) {
-	dec, err := opus.NewDecoder(opusRate, 1)
+	// Decoding straight at the pipeline's rate, where Opus can, costs less
+	// than decoding at 48 kHz and resampling.
+	decRate := opusRate(p.t.cfg.inputRate)
+	dec, err := opus.NewDecoder(decRate, 1)
 	if err != nil {
 		p.t.cfg.log.Error("webrtc: opus decoder", "err", err)
 		return
@@ -315,10 +329,10 @@ func (p *Peer) readAudio(track *pion.TrackRemote) {
 		}
 		return nil
 	}
-	pcm := make([]int16, 6*opusFrame) // the longest Opus packet: 120 ms
+	pcm := make([]int16, 6*decRate/50) // the longest Opus packet: 120 ms
 	var last uint16
 	var have bool
-	lastLen := opusFrame
+	lastLen := decRate / 50
 	for {
 		pkt, _, err := track.ReadRTP()
 		if err != nil {
@@ -336,7 +350,7 @@ func (p *Peer) readAudio(track *pion.TrackRemote) {
 					for range gap {
 						if dec.DecodePLC(pcm[:lastLen]) == nil {
 							p.concealed.Add(1)
-							_ = framer.Write(pcm[:lastLen], opusRate, emit)
+							_ = framer.Write(pcm[:lastLen], decRate, emit)
 						}
 					}
 				}
@@ -352,7 +366,7 @@ func (p *Peer) readAudio(track *pion.TrackRemote) {
 			continue
 		}
 		lastLen = n
-		_ = framer.Write(pcm[:n], opusRate, emit)
+		_ = framer.Write(pcm[:n], decRate, emit)
 	}
 }
 
@@ -367,20 +381,58 @@ func (p *Peer) WriteFrame(f media.Frame) error {
 	if f.SampleRate <= 0 || len(f.Samples) == 0 {
 		return nil
 	}
-	if o.rs == nil || o.rsFrom != f.SampleRate {
-		rs, err := media.NewResampler(f.SampleRate, opusRate)
-		if err != nil {
+	// Opus codes 8, 12, 16, 24 and 48 kHz as they are: the pipeline's
+	// frames go in at their own rate, and only other rates are resampled.
+	if rate := opusRate(f.SampleRate); rate != o.encRate {
+		if err := o.setRate(rate, p.t.cfg); err != nil {
 			o.dropped.Add(1)
 			return nil
 		}
-		o.rs, o.rsFrom = rs, f.SampleRate
 	}
-	o.scratch = o.rs.Process(o.scratch[:0], f.Samples)
-	o.pcm = append(o.pcm, o.scratch...)
-	for len(o.pcm) >= opusFrame {
-		p.sendPacket(o.pcm[:opusFrame])
-		o.pcm = append(o.pcm[:0], o.pcm[opusFrame:]...)
+	samples := f.Samples
+	if f.SampleRate != o.encRate {
+		if o.rs == nil || o.rsFrom != f.SampleRate {
+			rs, err := media.NewResampler(f.SampleRate, o.encRate)
+			if err != nil {
+				o.dropped.Add(1)
+				return nil
+			}
+			o.rs, o.rsFrom = rs, f.SampleRate
+		}
+		o.scratch = o.rs.Process(o.scratch[:0], f.Samples)
+		samples = o.scratch
 	}
+	o.pcm = append(o.pcm, samples...)
+	packet := o.encRate / 50
+	for len(o.pcm) >= packet {
+		p.sendPacket(o.pcm[:packet])
+		o.pcm = append(o.pcm[:0], o.pcm[packet:]...)
+	}
+	return nil
+}
+
+// opusRate is the rate Opus codes audio of this rate at: the rate itself
+// where Opus takes it, 48 kHz otherwise.
+func opusRate(rate int) int {
+	switch rate {
+	case 8000, 12000, 16000, 24000, 48000:
+		return rate
+	}
+	return 48000
+}
+
+// setRate makes the encoder for audio at rate (one Opus takes). Samples
+// of the old rate short of a packet are dropped: a rate change is a new
+// voice, at a frame boundary.
+func (o *outbound) setRate(rate int, cfg transportConfig) error {
+	enc, err := opus.NewEncoder(rate, 1, opus.AppVoIP)
+	if err != nil {
+		return fmt.Errorf("webrtc: opus encoder: %w", err)
+	}
+	_ = enc.SetComplexity(cfg.opusComplexity)
+	_ = enc.SetBitrate(cfg.opusBitrate)
+	o.enc, o.encRate = enc, rate
+	o.pcm = o.pcm[:0]
 	return nil
 }
 
@@ -394,6 +446,14 @@ func (p *Peer) sendPacket(pcm []int16) {
 		o.dropped.Add(1)
 		return
 	}
+	if silent(pcm) {
+		if o.quiet++; o.quiet > silenceTail && o.started {
+			o.paused.Add(1)
+			return
+		}
+	} else {
+		o.quiet = 0
+	}
 	n, err := o.enc.Encode(pcm, o.payload)
 	if err != nil {
 		o.dropped.Add(1)
@@ -406,7 +466,7 @@ func (p *Peer) sendPacket(pcm []int16) {
 		o.started, o.start, marker = true, now, true
 	default:
 		next := o.ts + opusFrame
-		wall := uint32(now.Sub(o.start) * opusRate / time.Second)
+		wall := uint32(now.Sub(o.start) * opusClock / time.Second)
 		if int32(wall-next) > 2*opusFrame {
 			next = wall / opusFrame * opusFrame
 			marker = true
@@ -432,6 +492,16 @@ func (p *Peer) sendPacket(pcm []int16) {
 	o.sent.Add(1)
 }
 
+// silent reports whether pcm is digital silence.
+func silent(pcm []int16) bool {
+	for _, v := range pcm {
+		if v != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Stats returns the peer's counters.
 func (p *Peer) Stats() Stats {
 	return Stats{
@@ -441,6 +511,7 @@ func (p *Peer) Stats() Stats {
 		Concealed:    p.concealed.Load(),
 		DecodeErrors: p.decodeErrors.Load(),
 		DroppedOut:   p.out.dropped.Load(),
+		PausedOut:    p.out.paused.Load(),
 		MessagesOut:  p.messagesOut.Load(),
 		DroppedMsg:   p.droppedMsg.Load(),
 	}

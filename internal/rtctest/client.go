@@ -30,8 +30,9 @@ const (
 
 // Level is the loudness of one packet of the agent's audio as received.
 type Level struct {
-	At  time.Time
-	RMS float64 // 0..1 of full scale
+	At        time.Time
+	RMS       float64 // 0..1 of full scale
+	Timestamp uint32  // the packet's RTP timestamp: a jump is a pause of the sender
 }
 
 // Options for Dial.
@@ -260,7 +261,7 @@ func (c *Client) listen(tr *pion.TrackRemote) {
 		if err != nil {
 			continue
 		}
-		lv := Level{At: time.Now(), RMS: rms(pcm[:n])}
+		lv := Level{At: time.Now(), RMS: rms(pcm[:n]), Timestamp: pkt.Timestamp}
 		c.mu.Lock()
 		c.levels = append(c.levels, lv)
 		c.notify()
