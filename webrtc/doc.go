@@ -5,13 +5,19 @@
 // answer out, no trickled candidates, so an HTTP handler can do the whole
 // exchange in a single request. Each answer makes a Peer:
 //
-//   - caller audio arrives as Opus, is decoded (lost packets concealed),
-//     resampled and cut into the pipeline's 20 ms frames at 16 kHz;
+//   - caller audio arrives as Opus, is decoded straight at the pipeline's
+//     16 kHz (lost packets concealed) and cut into 20 ms frames;
 //   - the agent's audio, written by the session's paced player, is
-//     resampled to 48 kHz and Opus-encoded one packet per 20 ms frame, with
-//     RTP timestamps that follow the wall clock through silences. Nothing
-//     is queued here, so a barge-in that flushes the player stops the
-//     caller's audio at the next packet;
+//     Opus-encoded at the player's own rate (Opus takes 8, 12, 16, 24 and
+//     48 kHz as they are; other rates are resampled to 48 kHz), one packet
+//     per 20 ms, on Opus's 48 kHz RTP clock. Nothing is queued here, so a
+//     barge-in that flushes the player stops the caller's audio at the
+//     next packet;
+//   - silence is not sent for long: after ten packets of digital silence
+//     (200 ms, so a cut ends in silence rather than in the client's
+//     concealment of the last sound) the sender pauses, as Opus DTX would,
+//     and the next sound starts a talkspurt (marker bit, timestamp moved on
+//     by the wall clock). An idle call costs neither encoder nor network;
 //   - a data channel named "holdline" carries messages both ways (the
 //     server package puts events, captions and typed input on it).
 //

@@ -342,6 +342,15 @@ func TestRecognizerCommitsUtterances(t *testing.T) {
 	starter.StartOfSpeech()
 	write(40 * time.Millisecond)
 	rs.EndOfSpeech()
+	// The server handles a connection's events in order and lists each
+	// once handled: once it lists the scrap's clear, it has listed every
+	// commit before it.
+	for deadline := time.Now().Add(5 * time.Second); len(eventsOf(srv, "input_audio_buffer.clear")) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the short scrap was never cleared")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	if got := len(eventsOf(srv, "input_audio_buffer.commit")); got != 1 {
 		t.Errorf("commits = %d; want 1 (the short scrap cleared)", got)
 	}
