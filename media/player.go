@@ -123,6 +123,7 @@ type Player struct {
 	epochDone  func(uint64)
 	epochStart func(uint64)
 	missed     atomic.Uint64
+	late       atomic.Uint64
 	// started is the last epoch epochStart was called for.
 	started     uint64
 	idleSilence bool
@@ -439,6 +440,13 @@ func (p *Player) Played(epoch uint64) time.Duration {
 // Run writes one frame to the sink every frame period until ctx is done,
 // then returns ctx's error. A sink error stops it and is returned wrapped.
 // Only one Run may be active at a time.
+//
+// Frames keep to a fixed schedule from the start of Run: a wakeup that
+// comes late (a busy CPU, a slow sink) writes the frames whose periods have
+// begun, up to MaxCatchUp of them at once, so the line gets every frame and
+// the playout clock stays on the wall clock. Periods later than that are
+// skipped and counted by Missed; frames sent a period or more after their
+// slot are counted by Late.
 func (p *Player) Run(ctx context.Context) error {
 	if !p.running.CompareAndSwap(false, true) {
 		return errors.New("media: Player.Run: already running")
@@ -447,29 +455,44 @@ func (p *Player) Run(ctx context.Context) error {
 
 	t := time.NewTicker(p.frameDur)
 	defer t.Stop()
-	last := time.Now()
+	start := time.Now()
+	var written int64 // frame periods done since start
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case now := <-t.C:
-			// A ticker drops ticks its reader was too slow for: each one
-			// is a frame period the line went without its frame.
-			if gap := now.Sub(last); gap > p.frameDur*3/2 {
-				p.missed.Add(uint64((gap+p.frameDur/2)/p.frameDur - 1))
+		case <-t.C:
+			due := int64(time.Since(start) / p.frameDur)
+			if behind := due - written; behind > MaxCatchUp {
+				p.missed.Add(uint64(behind - MaxCatchUp))
+				written += behind - MaxCatchUp
 			}
-			last = now
-			if err := p.tick(); err != nil {
-				return err
+			for written < due {
+				if due-written > 1 {
+					p.late.Add(1)
+				}
+				if err := p.tick(); err != nil {
+					return err
+				}
+				written++
 			}
 		}
 	}
 }
 
-// Missed returns how many frame periods passed without a frame because the
-// Player ran late: a starved CPU, a slow sink. It stays 0 on a healthy
-// machine.
+// MaxCatchUp is how many frames a late Player writes at once to catch up
+// with its schedule: 60 ms, what a client's jitter buffer absorbs. Periods
+// further behind are skipped (Missed).
+const MaxCatchUp = 3
+
+// Missed returns how many frame periods were skipped because the Player
+// ran more than MaxCatchUp periods late: a starved CPU, a slow sink. It
+// stays 0 on a healthy machine.
 func (p *Player) Missed() uint64 { return p.missed.Load() }
+
+// Late returns how many frames were written a frame period or more after
+// their slot, to catch up: not lost, but later than the schedule.
+func (p *Player) Late() uint64 { return p.late.Load() }
 
 // tick writes at most one frame: the next frame's worth of the epoch at the
 // head of the queue, or silence, and then reports the epochs it completed.

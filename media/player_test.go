@@ -847,28 +847,48 @@ func TestPlayerEpochStartFiresOnceAtTheFirstFrameHeard(t *testing.T) {
 }
 
 func TestPlayerCountsFramePeriodsItMissed(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var slow atomic.Bool
-		sink := &recSink{block: func(Frame) {
-			if slow.Load() {
-				time.Sleep(5 * testFrame) // a sink that holds the player up
-			}
-		}}
-		p, err := NewPlayer(sink, WithPlayerRate(testRate), WithIdleSilence(true))
-		if err != nil {
-			t.Fatal(err)
-		}
-		startPlayer(t, p)
-		time.Sleep(10 * testFrame)
-		if n := p.Missed(); n != 0 {
-			t.Fatalf("%d missed on time", n)
-		}
-		slow.Store(true)
-		time.Sleep(testFrame + testFrame/2)
-		slow.Store(false)
-		time.Sleep(10 * testFrame)
-		if n := p.Missed(); n < 4 || n > 6 {
-			t.Errorf("%d missed after the sink held the player for 5 periods; want about 5", n)
-		}
-	})
+	for _, tc := range []struct {
+		name       string
+		hold       int // frame periods the sink holds the player up, once
+		missed     [2]uint64
+		late       [2]uint64
+		everyFrame bool
+	}{
+		// Held up two periods: the frames go late, none is lost.
+		{"caught up", 2, [2]uint64{0, 0}, [2]uint64{1, 2}, true},
+		// Held up five: MaxCatchUp frames catch up, the rest are skipped.
+		{"skipped", 5, [2]uint64{1, 3}, [2]uint64{2, 3}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var slow atomic.Bool
+				sink := &recSink{block: func(Frame) {
+					if slow.CompareAndSwap(true, false) {
+						time.Sleep(time.Duration(tc.hold) * testFrame)
+					}
+				}}
+				p, err := NewPlayer(sink, WithPlayerRate(testRate), WithIdleSilence(true))
+				if err != nil {
+					t.Fatal(err)
+				}
+				startPlayer(t, p)
+				time.Sleep(10*testFrame + testFrame/2)
+				if n := p.Missed(); n != 0 || p.Late() != 0 {
+					t.Fatalf("%d missed, %d late on time", n, p.Late())
+				}
+				slow.Store(true)
+				time.Sleep(20 * testFrame)
+				if n := p.Missed(); n < tc.missed[0] || n > tc.missed[1] {
+					t.Errorf("%d missed after the sink held the player for %d periods; want %d to %d", n, tc.hold, tc.missed[0], tc.missed[1])
+				}
+				if n := p.Late(); n < tc.late[0] || n > tc.late[1] {
+					t.Errorf("%d late after the sink held the player for %d periods; want %d to %d", n, tc.hold, tc.late[0], tc.late[1])
+				}
+				// Every period of the 30.5 is a frame at the sink, unless skipped.
+				if got, want := uint64(len(sink.written())), 30-p.Missed(); tc.everyFrame && got != want {
+					t.Errorf("%d frames written over 30 periods; want %d", got, want)
+				}
+			})
+		})
+	}
 }

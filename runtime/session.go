@@ -408,6 +408,10 @@ func (s *Session) TransportRestored(ctx context.Context) error {
 // because the session ran late (see media.Player.Missed).
 func (s *Session) MissedFrames() uint64 { return s.player.Missed() }
 
+// LateFrames returns how many output frames went out a frame period or
+// more behind their slot, caught up rather than lost (media.Player.Late).
+func (s *Session) LateFrames() uint64 { return s.player.Late() }
+
 // ChatContext returns a copy of the chat context as it stands.
 func (s *Session) ChatContext(ctx context.Context) (llm.ChatContext, error) {
 	return ask(ctx, s, func(c *conductor) llm.ChatContext { return c.context() })

@@ -125,8 +125,12 @@ type fleetMsg struct {
 //	heap-KiB/session      Go heap in use with N sessions minus before, per session
 //	live-KiB/session      live Go heap (HeapAlloc after GC), likewise
 //	rss-KiB/session       VmRSS likewise (it has libopus's C memory too)
-//	missed-frames         output frame periods without a frame (srv.MissedFrames)
-//	                      over the window: the deadline misses, must be 0
+//	missed-frames         output frame periods skipped (srv.MissedFrames): a player
+//	                      more than media.MaxCatchUp periods late; the deadline
+//	                      misses, must be 0
+//	late-frames           frames sent a period or more behind their slot and caught
+//	                      up (srv.LateFrames): not lost, but the client's jitter
+//	                      buffer had to absorb them
 //	packet-gaps           holes > 60 ms between consecutive agent packets (by RTP
 //	                      timestamp; the sender pauses in silence) as the clients
 //	                      heard them (client lateness counts too)
@@ -263,7 +267,7 @@ func benchSessionsOnce(b *testing.B, n int, run benchRun) {
 	}
 
 	// The window.
-	missed0 := srv.MissedFrames()
+	missed0, late0 := srv.MissedFrames(), srv.LateFrames()
 	cpu0 := cpuSeconds()
 	steal0 := stolenCPU(b)
 	others0 := otherProcsCPU(fleet.cmd.Process.Pid)
@@ -285,6 +289,7 @@ func benchSessionsOnce(b *testing.B, n int, run benchRun) {
 	others1 := otherProcsCPU(fleet.cmd.Process.Pid)
 	wall := time.Since(start).Seconds()
 	missed := srv.MissedFrames() - missed0
+	late := srv.LateFrames() - late0
 	live := srv.Sessions()
 
 	res := fleet.next(b, 30*time.Second)
@@ -317,6 +322,7 @@ func benchSessionsOnce(b *testing.B, n int, run benchRun) {
 	b.ReportMetric(perSession(float64(live1)-float64(live0))/1024, "live-KiB/session")
 	b.ReportMetric(perSession(float64(rss1-rss0)), "rss-KiB/session")
 	b.ReportMetric(float64(missed), "missed-frames")
+	b.ReportMetric(float64(late), "late-frames")
 	b.ReportMetric(float64(res.Gaps), "packet-gaps")
 	b.ReportMetric(res.MaxGapMS, "max-gap-ms")
 	b.ReportMetric(float64(live), "sessions")

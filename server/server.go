@@ -146,8 +146,9 @@ type Server struct {
 	tokens map[string]*call
 	gone   map[string]time.Time // tokens of ended sessions
 	closed bool
-	// missedEnded counts the missed output frames of ended sessions.
-	missedEnded uint64
+	// missedEnded and lateEnded count the missed and late output frames
+	// of ended sessions.
+	missedEnded, lateEnded uint64
 }
 
 // New returns a Server whose sessions run agents made by newAgent.
@@ -194,6 +195,10 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 		Name: "holdline_output_frames_missed_total",
 		Help: "Output frame periods that went without a frame because a session ran late (an overloaded machine).",
 	}, func() float64 { return float64(s.MissedFrames()) }))
+	s.metrics.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "holdline_output_frames_late_total",
+		Help: "Output frames sent a frame period or more behind their slot, caught up rather than lost (a busy machine).",
+	}, func() float64 { return float64(s.LateFrames()) }))
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -227,12 +232,24 @@ func (s *Server) Close() error {
 // over every session this server has run: 0 unless the machine is
 // overloaded.
 func (s *Server) MissedFrames() uint64 {
+	return s.sumFrames(&s.missedEnded, (*runtime.Session).MissedFrames)
+}
+
+// LateFrames returns how many output frames went out a period or more
+// behind their slot (caught up, not lost), over every session.
+func (s *Server) LateFrames() uint64 {
+	return s.sumFrames(&s.lateEnded, (*runtime.Session).LateFrames)
+}
+
+// sumFrames adds a counter of the live sessions to its total for the ended
+// ones (guarded by s.mu).
+func (s *Server) sumFrames(ended *uint64, of func(*runtime.Session) uint64) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := s.missedEnded
+	n := *ended
 	for _, c := range s.calls {
 		if c.token != "" { // prepared: c.sess was set before the token
-			n += c.sess.MissedFrames()
+			n += of(c.sess)
 		}
 	}
 	return n
@@ -428,6 +445,7 @@ func (s *Server) forget(c *call, tok string) {
 	defer s.mu.Unlock()
 	if _, ok := s.calls[c.id]; ok && c.token != "" {
 		s.missedEnded += c.sess.MissedFrames()
+		s.lateEnded += c.sess.LateFrames()
 	}
 	delete(s.calls, c.id)
 	if tok == "" {
