@@ -50,6 +50,8 @@ const (
 	ToolTerminal    Kind = "tool_terminal"  // the call reached its terminal state (State)
 	ToolCommitted   Kind = "tool_committed" // the call's result entered the chat context
 
+	DTMF Kind = "dtmf" // the caller pressed a key on a phone (Text: the digit)
+
 	TransportLost     Kind = "transport_lost"     // the caller's connection dropped
 	TransportRestored Kind = "transport_restored" // the caller's connection is back
 

@@ -43,4 +43,22 @@ type Agent struct {
 	// may wait, under ctx); a typical body greets the caller with
 	// s.GenerateReply.
 	OnEnter func(ctx context.Context, s *Session) error
+	// DTMF says what a key the caller pressed on a phone does. By default
+	// (DTMFAsInput) it is a user turn the model answers, written as
+	// DTMFText says ("Pressed 1"), so "press 1 to confirm" works with any
+	// model; DTMFEventOnly leaves it an event for the agent's own code.
+	DTMF DTMFMode
 }
+
+// DTMFMode is what a caller's key press does; see Agent.DTMF.
+type DTMFMode int
+
+const (
+	// DTMFAsInput makes each key press a user turn (DTMFText).
+	DTMFAsInput DTMFMode = iota
+	// DTMFEventOnly only emits the dtmf event.
+	DTMFEventOnly
+)
+
+// DTMFText is the user turn a key press becomes under DTMFAsInput.
+func DTMFText(digit rune) string { return "Pressed " + string(digit) }

@@ -179,6 +179,12 @@ func (c *conductor) handle(in Input) {
 	switch in := in.(type) {
 	case UserText:
 		c.onUserText(in.Text)
+	case DTMF:
+		c.restoreTransport()
+		c.emit(events.Event{Kind: events.DTMF, Epoch: c.epoch, Text: string(in.Digit)})
+		if c.agent.DTMF == DTMFAsInput {
+			c.onUserText(DTMFText(in.Digit))
+		}
 	case ReplyRequest:
 		c.idle = false
 		c.startTurn("reply", in.Instructions)

@@ -14,6 +14,9 @@ type Input interface{ input() }
 // preempts whatever the agent is doing.
 type UserText struct{ Text string }
 
+// DTMF is a key the caller pressed on a phone ('0'-'9', '*', '#', 'A'-'D').
+type DTMF struct{ Digit rune }
+
 // ReplyRequest asks the agent to speak now (a greeting, a prompt after
 // silence) with optional extra instructions for this one reply.
 type ReplyRequest struct{ Instructions string }
@@ -132,6 +135,7 @@ type timerFired struct {
 type query struct{ fn func(*conductor) }
 
 func (UserText) input()          {}
+func (DTMF) input()              {}
 func (ReplyRequest) input()      {}
 func (UserSpeechStarted) input() {}
 func (UserSpeechStopped) input() {}

@@ -384,6 +384,18 @@ func (s *Session) Inject(ctx context.Context, text string) error {
 	return s.send(ctx, UserText{Text: text})
 }
 
+// PushDTMF tells the session the caller pressed a key (RFC 4733 or SIP
+// INFO on a phone leg). It emits a dtmf event and, as Agent.DTMF says,
+// becomes a user turn. Digits other than 0-9, *, # and A-D are refused.
+func (s *Session) PushDTMF(ctx context.Context, digit rune) error {
+	switch {
+	case digit >= '0' && digit <= '9', digit == '*', digit == '#', digit >= 'A' && digit <= 'D':
+	default:
+		return fmt.Errorf("runtime: PushDTMF: %q is not a DTMF digit", digit)
+	}
+	return s.send(ctx, DTMF{Digit: digit})
+}
+
 // GenerateReply makes the agent speak now, with extra instructions for this
 // reply only (may be empty). A greeting is the usual use.
 func (s *Session) GenerateReply(ctx context.Context, instructions string) error {

@@ -728,3 +728,46 @@ func TestTranscriptWithoutSpeechStillEndsTurn(t *testing.T) {
 		h.waitFor(events.Idle, nil, 5*time.Second)
 	})
 }
+
+// A key the caller presses on a phone is an event and, by default, a user
+// turn the model answers ("press 1 to confirm"); with DTMFEventOnly it is
+// only the event; anything but a DTMF digit is refused.
+func TestDTMFIsAnEventAndAUserTurn(t *testing.T) {
+	for _, mode := range []DTMFMode{DTMFAsInput, DTMFEventOnly} {
+		t.Run(map[DTMFMode]string{DTMFAsInput: "as input", DTMFEventOnly: "event only"}[mode], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := start(t, setup{
+					responses: []scripted.Response{{TTFB: 100 * time.Millisecond, Text: "Confirmed."}},
+					textOnly:  true,
+					agent:     func(a *Agent) { a.DTMF = mode },
+				})
+				if err := h.s.PushDTMF(context.Background(), 'x'); err == nil {
+					t.Error("PushDTMF('x') accepted")
+				}
+				if err := h.s.PushDTMF(context.Background(), '1'); err != nil {
+					t.Fatal(err)
+				}
+				ev := h.waitFor(events.DTMF, nil, time.Second)
+				if ev.Text != "1" {
+					t.Errorf("dtmf event text %q; want 1", ev.Text)
+				}
+				time.Sleep(time.Second)
+				synctest.Wait()
+				turns := h.all(events.UserTurn)
+				switch mode {
+				case DTMFAsInput:
+					if len(turns) != 1 || turns[0].Text != "Pressed 1" {
+						t.Fatalf("user turns %v; want one, Pressed 1\n%s", turns, h.timeline())
+					}
+					if _, ok := h.find(events.PlayoutDone, func(e events.Event) bool { return e.Text == "Confirmed." }); !ok {
+						t.Errorf("the model's answer to the key press was not given\n%s", h.timeline())
+					}
+				case DTMFEventOnly:
+					if len(turns) != 0 || len(h.model.Requests()) != 0 {
+						t.Errorf("%d user turns, %d model requests; want none\n%s", len(turns), len(h.model.Requests()), h.timeline())
+					}
+				}
+			})
+		})
+	}
+}

@@ -43,6 +43,7 @@
     barge_in_confirmed: ['Barge-in confirmed', 'barge'],
     barge_in_resumed: ['Barge-in dismissed, resumed', 'barge'],
     transcript_ignored: ['Transcript ignored', 'quiet'],
+    dtmf: ['Key pressed', 'user'],
     turn_started: ['Agent turn started', 'agent'],
     inference_sent: ['Model request sent', 'agent'],
     turn_interrupted: ['Agent turn interrupted', 'barge'],
