@@ -7,8 +7,9 @@ BIN := bin/holdline
 # as the local recogniser, libopus (with pkg-config) for WebRTC audio.
 APT_PACKAGES := libspeexdsp1 libspeexdsp-dev espeak-ng sox pocketsphinx pocketsphinx-en-us \
 	pkg-config libopus-dev libopusfile-dev
-# The browser tests: Debian's Chromium, driven by playwright-core.
-APT_TEST_PACKAGES := chromium
+# The browser tests: Debian's Chromium, driven by playwright-core. The SIP
+# tests: sipp (Debian's sip-tester) as the caller.
+APT_TEST_PACKAGES := chromium sip-tester
 # Silero VAD: the ONNX Runtime library from the npm package onnxruntime-node
 # and the model from @livekit/agents-plugin-silero, fetched with npm pack.
 MODELS_DIR ?= $(HOME)/.cache/holdline

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/server"
+	hsip "github.com/holdline/holdline/sip"
 	"github.com/holdline/holdline/webrtc"
 )
 
@@ -33,6 +35,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	echo := fs.Bool("echo-cancel", false, "run Holdline's echo canceller on browser audio too (browsers cancel echo themselves)")
 	publicIP := fs.String("public-ip", "", "announce this `IP` as the media address (a server behind 1:1 NAT)")
 	ports := fs.String("udp-ports", "", "media UDP port range `MIN-MAX` (default: any)")
+	sipAddr := fs.String("sip", "", "also answer phone calls: `udp:ADDR` (e.g. udp:0.0.0.0:5060)")
+	sipAllow := fs.String("sip-allow", "", "accept INVITEs only from these `CIDRs` (comma-separated: a trunk's addresses)")
+	rtpTimeout := fs.Duration("rtp-timeout", hsip.DefaultRTPTimeout, "hang up a call whose caller sent no RTP for this long")
 	verbose := fs.Bool("v", false, "log debug detail")
 	var pf providerFlags
 	pf.register(fs)
@@ -107,6 +112,14 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if *sipAddr != "" {
+		stopSIP, err := serveSIP(ctx, *sipAddr, *sipAllow, *rtpTimeout, *name, newAgent, logger, stdout)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stopSIP()
+	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "Holdline is serving the %s agent at %s\n", *name, browseURL(ln.Addr()))
 	served := make(chan error, 1)
@@ -164,4 +177,43 @@ func portRange(s string) (uint16, uint16, error) {
 		return 0, 0, fmt.Errorf("--udp-ports %q: want MIN-MAX, e.g. 50000-50100", s)
 	}
 	return uint16(a), uint16(b), nil
+}
+
+// serveSIP answers phone calls on spec ("udp:HOST:PORT") with the agent,
+// until ctx ends or the returned stop is called.
+func serveSIP(ctx context.Context, spec, allow string, rtpTimeout time.Duration, name string, newAgent hsip.AgentFunc, logger *slog.Logger, stdout io.Writer) (stop func(), err error) {
+	network, addr, ok := strings.Cut(spec, ":")
+	if !ok || network != "udp" {
+		return nil, fmt.Errorf("--sip %q: want udp:HOST:PORT (UDP is the transport served)", spec)
+	}
+	opts := []hsip.Option{hsip.WithLogger(logger), hsip.WithRTPTimeout(rtpTimeout)}
+	if allow != "" {
+		for _, f := range strings.Split(allow, ",") {
+			p, err := netip.ParsePrefix(strings.TrimSpace(f))
+			if err != nil {
+				return nil, fmt.Errorf("--sip-allow: %w", err)
+			}
+			opts = append(opts, hsip.WithAllow(p))
+		}
+	}
+	conn, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--sip %q: %w", spec, err)
+	}
+	srv, err := hsip.New(newAgent, opts...)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	fmt.Fprintf(stdout, "Holdline is answering phone calls for the %s agent at sip:agent@%s (UDP)\n", name, conn.LocalAddr())
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeUDP(sctx, conn) }()
+	return func() {
+		srv.Close()
+		cancel()
+		if err := <-done; err != nil {
+			logger.Error("SIP server", "err", err)
+		}
+	}, nil
 }

@@ -1,0 +1,201 @@
+package sip
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"net/netip"
+	"sync"
+
+	"github.com/emiago/sipgo"
+	sipmsg "github.com/emiago/sipgo/sip"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/holdline/holdline/media"
+	"github.com/holdline/holdline/runtime"
+)
+
+// errCallerHungUp ends a call the caller ended with BYE or CANCEL;
+// errSessionEnded one whose agent ended the session.
+var (
+	errCallerHungUp = errors.New("sip: the caller hung up")
+	errSessionEnded = errors.New("sip: the session ended")
+)
+
+// call is one answered INVITE: its dialog, its RTP leg and its session.
+type call struct {
+	s       *Server
+	id      string // Call-ID
+	dlg     *sipgo.DialogServerSession
+	leg     *leg
+	sess    *runtime.Session
+	release func()
+	ctx     context.Context // the call's, set by serve before media flows
+
+	mu        sync.Mutex // guards the answer's state
+	codec     Codec
+	te        *Codec
+	direction string
+	sessionID uint64
+	version   uint64
+}
+
+func (s *Server) newCall(req *sipmsg.Request, dlg *sipgo.DialogServerSession, offer MediaOffer, chosen Codec) (*call, error) {
+	c := &call{s: s, id: callID(req), dlg: dlg, codec: chosen, te: offer.TelephoneEvent,
+		direction: AnswerDirection(offer), sessionID: mrand.Uint64() >> 1, version: 1, ctx: s.ctx}
+	agent, release, err := s.newAgent(s.ctx)
+	if err != nil {
+		return nil, fmt.Errorf("making the agent: %w", err)
+	}
+	if release == nil {
+		release = func() {}
+	}
+	tePT := -1
+	if c.te != nil {
+		tePT = int(c.te.PayloadType)
+	}
+	// G.711 is 8 kHz on the wire: the caller's audio is judged and
+	// recognised at 8 kHz, as it came, rather than upsampled first.
+	inputRate := media.Rate16k
+	if chosen.ClockRate == 8000 {
+		inputRate = media.Rate8k
+	}
+	c.leg, err = newLeg(s.cfg.mediaAddr, chosen, tePT, inputRate, s.cfg.rtpTimeout, legHandler{
+		Audio: c.audio,
+		DTMF:  c.dtmf,
+	}, s.cfg.log.With("call_id", c.id))
+	if err != nil {
+		release()
+		return nil, err
+	}
+	c.leg.symmetric = s.cfg.symmetric
+	c.leg.pacing = &s.pacing
+	c.leg.setRemote(netip.AddrPortFrom(offer.Addr, uint16(offer.Port)), c.direction)
+	opts := []runtime.Option{
+		runtime.WithID(sessionID()),
+		runtime.WithOutput(c.leg, c.leg.Rate()),
+		// RTP flows continuously on a phone leg: gateways expect it, and
+		// the echo canceller's reference is exactly what went out.
+		runtime.WithContinuousOutput(),
+		runtime.WithInput(runtime.InputConfig{Rate: inputRate}),
+		runtime.WithLogger(s.cfg.log.With("call_id", c.id)),
+	}
+	c.sess, err = runtime.New(agent, append(opts, s.cfg.sessionOpts...)...)
+	if err != nil {
+		c.leg.conn.Close()
+		release()
+		return nil, err
+	}
+	c.release = release
+	return c, nil
+}
+
+func sessionID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "sip_" + hex.EncodeToString(b[:])
+}
+
+// Session is the call's session, for events and tests.
+func (c *call) Session() *runtime.Session { return c.sess }
+
+// answerSDP is the call's current answer; bump makes it a new version (a
+// re-INVITE's answer).
+func (c *call) answerSDP(bump bool) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if bump {
+		c.version++
+	}
+	return Answer{Addr: c.s.cfg.mediaAddr, Port: c.leg.Port(), Codec: c.codec, TelephoneEvent: c.te,
+		Direction: c.direction, SessionID: c.sessionID, Version: c.version, Ptime: media.DefaultFrameDuration}.Marshal()
+}
+
+// reoffer takes a re-INVITE's offer: the same codec must still be there
+// (switching codecs mid-call is refused); the address and direction follow
+// it, which is how hold and unhold work.
+func (c *call) reoffer(o MediaOffer) error {
+	found := false
+	for _, k := range o.Codecs {
+		if k.PayloadType == c.codec.PayloadType && k.ClockRate == c.codec.ClockRate {
+			found = true
+		}
+	}
+	if !found {
+		return fmt.Errorf("%w: the call's %s is no longer offered", ErrNoCommonCodec, c.codec.Name)
+	}
+	dir := AnswerDirection(o)
+	c.mu.Lock()
+	c.direction = dir
+	c.mu.Unlock()
+	c.leg.setRemote(netip.AddrPortFrom(o.Addr, uint16(o.Port)), dir)
+	return nil
+}
+
+func (c *call) audio(f media.Frame) {
+	_ = c.sess.PushAudio(c.ctx, f)
+}
+
+func (c *call) dtmf(d rune) {
+	ctx, cancel := context.WithTimeout(c.ctx, pushTimeout)
+	defer cancel()
+	if err := c.sess.PushDTMF(ctx, d); err != nil {
+		c.s.cfg.log.Warn("DTMF lost", "call_id", c.id, "digit", string(d), "err", err)
+	}
+}
+
+// serve answers the INVITE and runs the call until the caller hangs up,
+// the agent ends the session, RTP stops, or ctx ends; then it hangs up if
+// the caller did not.
+func (c *call) serve(ctx context.Context) {
+	defer c.release()
+	if err := c.dlg.RespondSDP(c.answerSDP(false)); err != nil {
+		c.s.cfg.log.Warn("answering failed", "call_id", c.id, "err", err)
+		c.leg.conn.Close()
+		return
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	c.ctx = gctx
+	// Each returns an error when it ends on its own, so that the first to
+	// end ends the others.
+	g.Go(func() error {
+		if err := c.sess.Run(gctx); err != nil && gctx.Err() == nil {
+			return err
+		}
+		return errSessionEnded
+	})
+	g.Go(func() error { return c.leg.run(gctx) })
+	g.Go(func() error {
+		select {
+		case <-c.dlg.Context().Done():
+			return errCallerHungUp
+		case <-gctx.Done():
+			return nil
+		}
+	})
+	err := g.Wait()
+	switch {
+	case errors.Is(err, errCallerHungUp):
+		c.s.cfg.log.Info("call ended by the caller", "call_id", c.id)
+		return
+	case errors.Is(err, ErrRTPTimeout):
+		c.s.cfg.log.Warn("call hung up: no RTP from the caller", "call_id", c.id, "timeout", c.s.cfg.rtpTimeout)
+	case errors.Is(err, errSessionEnded), errors.Is(err, context.Canceled):
+	case err != nil:
+		c.s.cfg.log.Error("call failed", "call_id", c.id, "err", err)
+	}
+	bctx, cancel := context.WithTimeout(context.Background(), byeTimeout)
+	defer cancel()
+	if err := c.dlg.Bye(bctx); err != nil {
+		c.s.cfg.log.Warn("BYE failed", "call_id", c.id, "err", err)
+	}
+}
+
+// close frees a call that never ran.
+func (c *call) close() {
+	c.leg.conn.Close()
+	c.release()
+}

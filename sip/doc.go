@@ -1,0 +1,28 @@
+// Package sip answers phone calls with Holdline agents: SIP signalling on
+// emiago/sipgo, and an RTP media leg of its own, because exact playout
+// timing is what echo cancellation and context truncation depend on.
+//
+// A Server takes INVITEs (UDP): an offer with PCMU, PCMA or Opus audio is
+// answered with 200 OK and the codec the offerer preferred among those
+// (plus telephone-event when offered); each call gets a runtime.Session
+// whose output is the leg and whose input is the caller's RTP. Errors are
+// answered with a status and a Warning header that says why: 400 for
+// malformed SDP, 488 for an offer without audio or without a codec in
+// common, 415 for a body that is not SDP, 403 for a source outside the
+// allowlist (WithAllow), 486 when every line is taken.
+//
+// The leg sends one RTP packet per player frame (20 ms), so the session's
+// paced player is the send clock and the echo canceller's reference is
+// exactly what went out. The caller's packets go through a jitter buffer
+// (media/jitter: reordering, concealment of losses, late packets dropped)
+// and reach the session one frame per period, at 8 kHz for G.711 (judged
+// and recognised as they came) or 16 kHz for Opus. A caller that sends no
+// RTP for the RTP timeout (WithRTPTimeout) is hung up, unless the call is
+// on hold with its media inactive.
+//
+// Keys the caller presses, as RFC 4733 events (media/dtmf) or SIP INFO
+// (application/dtmf-relay, application/dtmf), become Session.PushDTMF.
+// A re-INVITE moves the media or puts the call on hold and back; BYE ends
+// the call from either side, and a call the agent ends is hung up with
+// BYE. A REFER from the caller is refused with 403.
+package sip

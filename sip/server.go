@@ -1,0 +1,458 @@
+package sip
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/emiago/sipgo"
+	sipmsg "github.com/emiago/sipgo/sip"
+
+	"github.com/holdline/holdline/runtime"
+)
+
+// AgentFunc makes the agent for a new call, and a function that frees what
+// it holds once the call is over (may be nil).
+type AgentFunc func(ctx context.Context) (agent *runtime.Agent, release func(), err error)
+
+// Defaults of a Server.
+const (
+	// DefaultRTPTimeout hangs up a call whose caller sent no RTP for this
+	// long (while the call is not on hold).
+	DefaultRTPTimeout = 30 * time.Second
+	// DefaultMaxCalls is how many calls a Server takes at once; more get
+	// 486 Busy Here.
+	DefaultMaxCalls = 200
+	// byeTimeout bounds the BYE Holdline sends when it hangs up.
+	byeTimeout = 5 * time.Second
+	// pushTimeout bounds a handoff into the session from the media path.
+	pushTimeout = 2 * time.Second
+)
+
+type config struct {
+	log         *slog.Logger
+	allow       []netip.Prefix
+	rtpTimeout  time.Duration
+	maxCalls    int
+	mediaAddr   netip.Addr
+	sessionOpts []runtime.Option
+	userAgent   string
+	symmetric   bool
+}
+
+// Option configures a Server.
+type Option func(*config) error
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(c *config) error { c.log = l; return nil } }
+
+// WithAllow accepts INVITEs only from these networks (a trunk's
+// addresses); others get 403. With none, any source is accepted.
+func WithAllow(prefixes ...netip.Prefix) Option {
+	return func(c *config) error { c.allow = append(c.allow, prefixes...); return nil }
+}
+
+// WithRTPTimeout sets how long a caller may send no RTP before the call is
+// hung up (default DefaultRTPTimeout; 0 never).
+func WithRTPTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("sip: RTP timeout %v", d)
+		}
+		c.rtpTimeout = d
+		return nil
+	}
+}
+
+// WithMaxCalls sets how many calls run at once (default DefaultMaxCalls).
+func WithMaxCalls(n int) Option {
+	return func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("sip: max calls %d", n)
+		}
+		c.maxCalls = n
+		return nil
+	}
+}
+
+// WithMediaAddr sets the address RTP is received on and announced in SDP
+// (default: the address SIP listens on, or 127.0.0.1 when that is a
+// wildcard).
+func WithMediaAddr(a netip.Addr) Option {
+	return func(c *config) error { c.mediaAddr = a; return nil }
+}
+
+// WithSymmetricRTP sends each call's RTP to wherever the caller's RTP
+// comes from (RFC 4961) rather than to the address in its SDP: for callers
+// behind a NAT that rewrites neither.
+func WithSymmetricRTP() Option { return func(c *config) error { c.symmetric = true; return nil } }
+
+// WithSessionOptions adds options to every call's runtime.Session.
+func WithSessionOptions(opts ...runtime.Option) Option {
+	return func(c *config) error { c.sessionOpts = append(c.sessionOpts, opts...); return nil }
+}
+
+// Server answers SIP calls with an agent: each INVITE with an acceptable
+// offer gets a session of its own, with Holdline's RTP leg as its line.
+type Server struct {
+	cfg      config
+	newAgent AgentFunc
+
+	ua     *sipgo.UserAgent
+	srv    *sipgo.Server
+	client *sipgo.Client
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	dialogs *sipgo.DialogServerCache // set by Serve
+	contact sipmsg.ContactHeader
+	calls   map[string]*call // by Call-ID
+	closed  bool
+	pacing  pacing
+	wg      sync.WaitGroup
+}
+
+// New returns a Server that runs newAgent's agent on every call.
+func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
+	cfg := config{log: slog.Default(), rtpTimeout: DefaultRTPTimeout, maxCalls: DefaultMaxCalls, userAgent: "Holdline"}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	ua, err := sipgo.NewUA(sipgo.WithUserAgent(cfg.userAgent))
+	if err != nil {
+		return nil, fmt.Errorf("sip: %w", err)
+	}
+	srv, err := sipgo.NewServer(ua, sipgo.WithServerLogger(cfg.log))
+	if err != nil {
+		ua.Close()
+		return nil, fmt.Errorf("sip: %w", err)
+	}
+	client, err := sipgo.NewClient(ua, sipgo.WithClientLogger(cfg.log))
+	if err != nil {
+		ua.Close()
+		return nil, fmt.Errorf("sip: %w", err)
+	}
+	s := &Server{cfg: cfg, newAgent: newAgent, ua: ua, srv: srv, client: client, calls: map[string]*call{}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	srv.OnInvite(s.onInvite)
+	srv.OnAck(s.onAck)
+	srv.OnBye(s.onBye)
+	srv.OnInfo(s.onInfo)
+	srv.OnRefer(s.onRefer)
+	srv.OnOptions(s.onOptions)
+	return s, nil
+}
+
+// ListenAndServeUDP listens on addr ("host:port") and serves until ctx
+// ends or Close.
+func (s *Server) ListenAndServeUDP(ctx context.Context, addr string) error {
+	conn, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return fmt.Errorf("sip: %w", err)
+	}
+	return s.ServeUDP(ctx, conn)
+}
+
+// ServeUDP serves SIP over conn until ctx ends or Close; it closes conn.
+func (s *Server) ServeUDP(ctx context.Context, conn net.PacketConn) error {
+	local, err := netip.ParseAddrPort(conn.LocalAddr().String())
+	if err != nil {
+		conn.Close()
+		return fmt.Errorf("sip: local address: %w", err)
+	}
+	host := local.Addr()
+	if host.IsUnspecified() {
+		host = netip.MustParseAddr("127.0.0.1")
+	}
+	s.mu.Lock()
+	if !s.cfg.mediaAddr.IsValid() {
+		s.cfg.mediaAddr = host
+	}
+	s.contact = sipmsg.ContactHeader{Address: sipmsg.Uri{User: "holdline", Host: host.String(), Port: int(local.Port())}}
+	s.dialogs = sipgo.NewDialogServerCache(s.client, s.contact)
+	s.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	err = s.srv.ServeUDP(newGuardConn(conn))
+	if ctx.Err() != nil || s.isClosed() {
+		return nil
+	}
+	return err
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Calls returns how many calls are in progress.
+func (s *Server) Calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.calls)
+}
+
+// SendJitter returns the q-quantile (0.99 for p99) of how far the
+// spacing of the RTP packets this server sent strayed from 20 ms, in steps
+// of 0.1 ms, and how many spacings were counted.
+func (s *Server) SendJitter(q float64) (time.Duration, uint64) { return s.pacing.quantile(q) }
+
+// Close hangs up every call (BYE), waits for them to end, and stops
+// serving.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	return s.ua.Close()
+}
+
+func (s *Server) allowed(req *sipmsg.Request) bool {
+	if len(s.cfg.allow) == 0 {
+		return true
+	}
+	src, err := netip.ParseAddrPort(req.Source())
+	if err != nil {
+		return false
+	}
+	for _, p := range s.cfg.allow {
+		if p.Contains(src.Addr().Unmap()) {
+			return true
+		}
+	}
+	return false
+}
+
+// respond answers req statelessly with a status and, for errors, a
+// Warning header that says why (RFC 3261 20.43).
+func respond(tx sipmsg.ServerTransaction, req *sipmsg.Request, code int, reason, why string) {
+	res := sipmsg.NewResponseFromRequest(req, code, reason, nil)
+	if why != "" {
+		res.AppendHeader(sipmsg.NewHeader("Warning", fmt.Sprintf("399 holdline %q", why)))
+	}
+	_ = tx.Respond(res)
+}
+
+func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
+	if to := req.To(); to != nil {
+		if _, ok := to.Params.Get("tag"); ok {
+			s.onReinvite(req, tx)
+			return
+		}
+	}
+	if !s.allowed(req) {
+		respond(tx, req, 403, "Forbidden", "source not allowed")
+		return
+	}
+	s.mu.Lock()
+	busy, closed, dialogs := len(s.calls) >= s.cfg.maxCalls, s.closed, s.dialogs
+	s.mu.Unlock()
+	switch {
+	case closed:
+		respond(tx, req, 503, "Service Unavailable", "shutting down")
+		return
+	case busy:
+		respond(tx, req, 486, "Busy Here", "every line is taken")
+		return
+	}
+	if len(req.Body()) == 0 {
+		respond(tx, req, 488, "Not Acceptable Here", "an SDP offer is required in the INVITE")
+		return
+	}
+	if ct := req.ContentType(); ct != nil && !strings.EqualFold(strings.TrimSpace(strings.Split(ct.Value(), ";")[0]), "application/sdp") {
+		respond(tx, req, 415, "Unsupported Media Type", "the body must be application/sdp")
+		return
+	}
+	offer, err := ParseOffer(req.Body())
+	if err != nil {
+		code, reason := 400, "Bad Request"
+		if errors.Is(err, ErrNoAudio) {
+			code, reason = 488, "Not Acceptable Here"
+		}
+		respond(tx, req, code, reason, err.Error())
+		return
+	}
+	chosen, err := Negotiate(offer, supportedCodecs)
+	if err != nil {
+		respond(tx, req, 488, "Not Acceptable Here", err.Error())
+		return
+	}
+	dlg, err := dialogs.ReadInvite(req, tx)
+	if err != nil {
+		respond(tx, req, 400, "Bad Request", err.Error())
+		return
+	}
+	defer dlg.Close()
+	_ = dlg.Respond(sipmsg.StatusTrying, "Trying", nil)
+
+	c, err := s.newCall(req, dlg, offer, chosen)
+	if err != nil {
+		s.cfg.log.Error("call refused", "call_id", callID(req), "err", err)
+		_ = dlg.Respond(500, "Server Internal Error", nil)
+		return
+	}
+	if !s.add(c) {
+		c.close()
+		_ = dlg.Respond(503, "Service Unavailable", nil)
+		return
+	}
+	s.wg.Add(1)
+	defer s.wg.Done()
+	defer s.remove(c)
+	c.serve(s.ctx)
+}
+
+func (s *Server) add(c *call) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.calls[c.id] = c
+	return true
+}
+
+func (s *Server) remove(c *call) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.calls[c.id] == c {
+		delete(s.calls, c.id)
+	}
+}
+
+func (s *Server) lookup(req *sipmsg.Request) *call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[callID(req)]
+}
+
+func callID(req *sipmsg.Request) string {
+	if h := req.CallID(); h != nil {
+		return h.Value()
+	}
+	return ""
+}
+
+func (s *Server) onAck(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
+	s.mu.Lock()
+	dialogs := s.dialogs
+	s.mu.Unlock()
+	if dialogs != nil {
+		_ = dialogs.ReadAck(req, tx)
+	}
+}
+
+func (s *Server) onBye(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
+	s.mu.Lock()
+	dialogs := s.dialogs
+	s.mu.Unlock()
+	if dialogs == nil || dialogs.ReadBye(req, tx) != nil {
+		respond(tx, req, 481, "Call/Transaction Does Not Exist", "no such call")
+	}
+}
+
+// onReinvite takes a new offer in a call: hold, unhold, a moved address.
+func (s *Server) onReinvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
+	c := s.lookup(req)
+	if c == nil {
+		respond(tx, req, 481, "Call/Transaction Does Not Exist", "no such call")
+		return
+	}
+	if len(req.Body()) == 0 {
+		// An offerless re-INVITE (a refresh): our current answer stands.
+		_ = tx.Respond(sipmsg.NewSDPResponseFromRequest(req, c.answerSDP(false)))
+		return
+	}
+	offer, err := ParseOffer(req.Body())
+	if err != nil {
+		code, reason := 400, "Bad Request"
+		if errors.Is(err, ErrNoAudio) {
+			code, reason = 488, "Not Acceptable Here"
+		}
+		respond(tx, req, code, reason, err.Error())
+		return
+	}
+	if err := c.reoffer(offer); err != nil {
+		respond(tx, req, 488, "Not Acceptable Here", err.Error())
+		return
+	}
+	_ = tx.Respond(sipmsg.NewSDPResponseFromRequest(req, c.answerSDP(true)))
+}
+
+// onInfo takes DTMF sent as SIP INFO (application/dtmf-relay or
+// application/dtmf).
+func (s *Server) onInfo(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
+	c := s.lookup(req)
+	if c == nil {
+		respond(tx, req, 481, "Call/Transaction Does Not Exist", "no such call")
+		return
+	}
+	digit, ok := infoDigit(req)
+	if !ok {
+		respond(tx, req, 415, "Unsupported Media Type", "INFO carries application/dtmf-relay or application/dtmf only")
+		return
+	}
+	_ = tx.Respond(sipmsg.NewResponseFromRequest(req, 200, "OK", nil))
+	c.dtmf(digit)
+}
+
+// infoDigit reads the digit of a DTMF INFO body: "Signal=5\r\nDuration=160"
+// (application/dtmf-relay) or "5" (application/dtmf).
+func infoDigit(req *sipmsg.Request) (rune, bool) {
+	ct := ""
+	if h := req.ContentType(); h != nil {
+		ct = strings.ToLower(strings.TrimSpace(strings.Split(h.Value(), ";")[0]))
+	}
+	body := strings.TrimSpace(string(req.Body()))
+	switch ct {
+	case "application/dtmf-relay":
+		for _, line := range strings.Split(body, "\n") {
+			k, v, ok := strings.Cut(line, "=")
+			if ok && strings.EqualFold(strings.TrimSpace(k), "signal") {
+				body = strings.TrimSpace(v)
+				break
+			}
+		}
+	case "application/dtmf":
+	default:
+		return 0, false
+	}
+	if len(body) != 1 {
+		return 0, false
+	}
+	d := rune(strings.ToUpper(body)[0])
+	return d, isDigit(d)
+}
+
+func isDigit(d rune) bool {
+	return d >= '0' && d <= '9' || d == '*' || d == '#' || d >= 'A' && d <= 'D'
+}
+
+// onRefer refuses transfers asked of Holdline: a caller's phone cannot
+// move the agent's call elsewhere.
+func (s *Server) onRefer(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
+	if s.lookup(req) == nil {
+		respond(tx, req, 481, "Call/Transaction Does Not Exist", "no such call")
+		return
+	}
+	respond(tx, req, 403, "Forbidden", "Holdline does not accept transfer requests")
+}
+
+func (s *Server) onOptions(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
+	res := sipmsg.NewResponseFromRequest(req, 200, "OK", nil)
+	res.AppendHeader(sipmsg.NewHeader("Allow", "INVITE, ACK, BYE, CANCEL, OPTIONS, INFO, REFER, NOTIFY"))
+	res.AppendHeader(sipmsg.NewHeader("Accept", "application/sdp, application/dtmf-relay, application/dtmf"))
+	_ = tx.Respond(res)
+}
