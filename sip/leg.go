@@ -230,51 +230,61 @@ func (l *leg) read() {
 		if err != nil {
 			return
 		}
-		if err := p.Unmarshal(buf[:n]); err != nil || p.Version != 2 {
-			l.reject(from, "not an RTP packet")
-			continue
+		pcm = l.handle(&p, buf[:n], from, pcm)
+	}
+}
+
+// handle takes one datagram from the caller's side: RTP of the call's
+// codec into the jitter buffer, telephone-events to the key detector,
+// anything else counted and dropped. pcm is scratch space, returned for
+// reuse.
+func (l *leg) handle(p *rtp.Packet, datagram []byte, from netip.AddrPort, pcm []int16) []int16 {
+	if err := p.Unmarshal(datagram); err != nil || p.Version != 2 {
+		l.reject(from, "not an RTP packet")
+		return pcm
+	}
+	switch {
+	case p.PayloadType == l.pt:
+	case l.tePT >= 0 && int(p.PayloadType) == l.tePT:
+	default:
+		l.reject(from, fmt.Sprintf("payload type %d was not negotiated", p.PayloadType))
+		return pcm
+	}
+	l.lastRx.Store(time.Now().UnixNano())
+	// Symmetric RTP (RFC 4961), when asked for: answer where the caller's
+	// media comes from, which behind a NAT is not what its SDP says.
+	if l.symmetric && !l.latched.Swap(true) {
+		if r := l.remote.Load(); r == nil || *r != from {
+			l.remote.Store(&from)
 		}
-		switch {
-		case p.PayloadType == l.pt:
-		case l.tePT >= 0 && int(p.PayloadType) == l.tePT:
-		default:
-			l.reject(from, fmt.Sprintf("payload type %d was not negotiated", p.PayloadType))
-			continue
+	}
+	if !l.receiving.Load() {
+		l.packetsIn.Add(1) // on hold: taken, not played
+		return pcm
+	}
+	if int(p.PayloadType) == l.tePT {
+		ev, err := dtmf.Parse(p.Payload)
+		if err != nil {
+			l.reject(from, err.Error())
+			return pcm
 		}
 		l.packetsIn.Add(1)
-		l.lastRx.Store(time.Now().UnixNano())
-		// Symmetric RTP (RFC 4961), when asked for: answer where the
-		// caller's media comes from, which behind a NAT is not what its SDP
-		// says.
-		if l.symmetric && !l.latched.Swap(true) {
-			if r := l.remote.Load(); r == nil || *r != from {
-				l.remote.Store(&from)
+		if d, ok := l.keys.Push(p.Timestamp, ev); ok {
+			l.keysIn.Add(1)
+			if l.h.DTMF != nil {
+				l.h.DTMF(d)
 			}
 		}
-		if !l.receiving.Load() {
-			continue
-		}
-		if int(p.PayloadType) == l.tePT {
-			ev, err := dtmf.Parse(p.Payload)
-			if err != nil {
-				l.reject(from, err.Error())
-				continue
-			}
-			if d, ok := l.keys.Push(p.Timestamp, ev); ok {
-				l.keysIn.Add(1)
-				if l.h.DTMF != nil {
-					l.h.DTMF(d)
-				}
-			}
-			continue
-		}
-		pcm, err = l.codec.Decode(pcm[:0], p.Payload)
-		if err != nil || len(pcm) == 0 {
-			l.reject(from, "undecodable payload")
-			continue
-		}
-		_ = l.jb.Push(p.SequenceNumber, p.Timestamp, p.Marker, pcm)
+		return pcm
 	}
+	pcm, err := l.codec.Decode(pcm[:0], p.Payload)
+	if err != nil || len(pcm) == 0 {
+		l.reject(from, "undecodable payload")
+		return pcm
+	}
+	l.packetsIn.Add(1)
+	_ = l.jb.Push(p.SequenceNumber, p.Timestamp, p.Marker, pcm)
+	return pcm
 }
 
 // reject counts a packet that is not the caller's media; the first is
