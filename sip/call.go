@@ -6,12 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
+	"net"
 	"net/netip"
 	"sync"
 
-	"github.com/emiago/sipgo"
-	sipmsg "github.com/emiago/sipgo/sip"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/holdline/holdline/media"
@@ -25,11 +23,20 @@ var (
 	errSessionEnded = errors.New("sip: the session ended")
 )
 
-// call is one answered INVITE: its dialog, its RTP leg and its session.
+// dialog is what a call needs of its SIP dialog, answered or placed.
+type dialog interface {
+	// Context ends when the dialog does (a BYE from the other side).
+	Context() context.Context
+	// Bye hangs up.
+	Bye(ctx context.Context) error
+}
+
+// call is one answered or placed INVITE: its dialog, its RTP leg and its
+// session.
 type call struct {
 	s       *Server
 	id      string // Call-ID
-	dlg     *sipgo.DialogServerSession
+	dlg     dialog
 	leg     *leg
 	sess    *runtime.Session
 	release func()
@@ -43,11 +50,15 @@ type call struct {
 	version   uint64
 }
 
-func (s *Server) newCall(req *sipmsg.Request, dlg *sipgo.DialogServerSession, offer MediaOffer, chosen Codec) (*call, error) {
-	c := &call{s: s, id: callID(req), dlg: dlg, codec: chosen, te: offer.TelephoneEvent,
-		direction: AnswerDirection(offer), sessionID: mrand.Uint64() >> 1, version: 1, ctx: s.ctx}
+// newCall makes the call of a dialog whose media the other side described
+// in remote (its offer, or its answer to ours), on the RTP socket conn,
+// which it owns from then on.
+func (s *Server) newCall(id string, dlg dialog, conn *net.UDPConn, remote MediaOffer, chosen Codec, sessionID, version uint64) (*call, error) {
+	c := &call{s: s, id: id, dlg: dlg, codec: chosen, te: remote.TelephoneEvent,
+		direction: AnswerDirection(remote), sessionID: sessionID, version: version, ctx: s.ctx}
 	agent, release, err := s.newAgent(s.ctx)
 	if err != nil {
+		conn.Close()
 		return nil, fmt.Errorf("making the agent: %w", err)
 	}
 	if release == nil {
@@ -63,7 +74,7 @@ func (s *Server) newCall(req *sipmsg.Request, dlg *sipgo.DialogServerSession, of
 	if chosen.ClockRate == 8000 {
 		inputRate = media.Rate8k
 	}
-	c.leg, err = newLeg(s.cfg.mediaAddr, chosen, tePT, inputRate, s.cfg.rtpTimeout, legHandler{
+	c.leg, err = newLeg(conn, chosen, tePT, inputRate, s.cfg.rtpTimeout, legHandler{
 		Audio: c.audio,
 		DTMF:  c.dtmf,
 	}, s.cfg.log.With("call_id", c.id))
@@ -73,9 +84,9 @@ func (s *Server) newCall(req *sipmsg.Request, dlg *sipgo.DialogServerSession, of
 	}
 	c.leg.symmetric = s.cfg.symmetric
 	c.leg.pacing = &s.pacing
-	c.leg.setRemote(netip.AddrPortFrom(offer.Addr, uint16(offer.Port)), c.direction)
+	c.leg.setRemote(netip.AddrPortFrom(remote.Addr, uint16(remote.Port)), c.direction)
 	opts := []runtime.Option{
-		runtime.WithID(sessionID()),
+		runtime.WithID(newSessionID()),
 		runtime.WithOutput(c.leg, c.leg.Rate()),
 		// RTP flows continuously on a phone leg: gateways expect it, and
 		// the echo canceller's reference is exactly what went out.
@@ -93,7 +104,7 @@ func (s *Server) newCall(req *sipmsg.Request, dlg *sipgo.DialogServerSession, of
 	return c, nil
 }
 
-func sessionID() string {
+func newSessionID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return "sip_" + hex.EncodeToString(b[:])
@@ -147,15 +158,17 @@ func (c *call) dtmf(d rune) {
 	}
 }
 
-// serve answers the INVITE and runs the call until the caller hangs up,
-// the agent ends the session, RTP stops, or ctx ends; then it hangs up if
-// the caller did not.
-func (c *call) serve(ctx context.Context) {
+// serve runs the call until the other side hangs up, the agent ends the
+// session, RTP stops, or ctx ends; then it hangs up if the other side did
+// not. answer, if not nil, answers the INVITE first.
+func (c *call) serve(ctx context.Context, answer func() error) {
 	defer c.release()
-	if err := c.dlg.RespondSDP(c.answerSDP(false)); err != nil {
-		c.s.cfg.log.Warn("answering failed", "call_id", c.id, "err", err)
-		c.leg.conn.Close()
-		return
+	if answer != nil {
+		if err := answer(); err != nil {
+			c.s.cfg.log.Warn("answering failed", "call_id", c.id, "err", err)
+			c.leg.conn.Close()
+			return
+		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	c.ctx = gctx

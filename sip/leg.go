@@ -80,15 +80,22 @@ type leg struct {
 	packetsIn, packetsOut, bad, keysIn atomic.Uint64
 }
 
-// newLeg opens the leg's UDP socket on host (port chosen by the system).
-func newLeg(host netip.Addr, c Codec, tePT int, inputRate int, timeout time.Duration, h legHandler, log *slog.Logger) (*leg, error) {
-	cd, err := newCodec(c)
-	if err != nil {
-		return nil, err
-	}
+// listenRTP opens a leg's UDP socket on host (port chosen by the system).
+func listenRTP(host netip.Addr) (*net.UDPConn, error) {
 	conn, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(host, 0)))
 	if err != nil {
 		return nil, fmt.Errorf("sip: RTP socket: %w", err)
+	}
+	return conn, nil
+}
+
+// newLeg makes the leg of conn for codec c; it owns conn from then on,
+// and closes it on failure too.
+func newLeg(conn *net.UDPConn, c Codec, tePT int, inputRate int, timeout time.Duration, h legHandler, log *slog.Logger) (*leg, error) {
+	cd, err := newCodec(c)
+	if err != nil {
+		conn.Close()
+		return nil, err
 	}
 	jb, err := jitter.New(cd.Rate(), media.DefaultFrameDuration)
 	if err != nil {

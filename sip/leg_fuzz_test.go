@@ -30,7 +30,11 @@ func FuzzLegPacket(f *testing.F) {
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, datagram []byte) {
 		var keys int
-		l, err := newLeg(netip.MustParseAddr("127.0.0.1"), Codec{PayloadType: 0, Name: "PCMU", ClockRate: 8000, Channels: 1}, 101, media.Rate8k, time.Second,
+		conn, err := listenRTP(netip.MustParseAddr("127.0.0.1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := newLeg(conn, Codec{PayloadType: 0, Name: "PCMU", ClockRate: 8000, Channels: 1}, 101, media.Rate8k, time.Second,
 			legHandler{DTMF: func(rune) { keys++ }}, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net"
 	"net/netip"
 	"strings"
@@ -113,6 +114,9 @@ type Server struct {
 
 	mu      sync.Mutex
 	dialogs *sipgo.DialogServerCache // set by Serve
+	placed  *sipgo.DialogClientCache // calls Holdline places; set by Serve
+	serving chan struct{}            // closed once Serve has set the above
+	once    sync.Once
 	contact sipmsg.ContactHeader
 	calls   map[string]*call // by Call-ID
 	closed  bool
@@ -142,7 +146,7 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 		ua.Close()
 		return nil, fmt.Errorf("sip: %w", err)
 	}
-	s := &Server{cfg: cfg, newAgent: newAgent, ua: ua, srv: srv, client: client, calls: map[string]*call{}}
+	s := &Server{cfg: cfg, newAgent: newAgent, ua: ua, srv: srv, client: client, calls: map[string]*call{}, serving: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	srv.OnInvite(s.onInvite)
 	srv.OnAck(s.onAck)
@@ -180,7 +184,9 @@ func (s *Server) ServeUDP(ctx context.Context, conn net.PacketConn) error {
 	}
 	s.contact = sipmsg.ContactHeader{Address: sipmsg.Uri{User: "holdline", Host: host.String(), Port: int(local.Port())}}
 	s.dialogs = sipgo.NewDialogServerCache(s.client, s.contact)
+	s.placed = sipgo.NewDialogClientCache(s.client, s.contact)
 	s.mu.Unlock()
+	s.once.Do(func() { close(s.serving) })
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	err = s.srv.ServeUDP(newGuardConn(conn))
@@ -297,7 +303,13 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 	defer dlg.Close()
 	_ = dlg.Respond(sipmsg.StatusTrying, "Trying", nil)
 
-	c, err := s.newCall(req, dlg, offer, chosen)
+	conn, err := listenRTP(s.cfg.mediaAddr)
+	if err != nil {
+		s.cfg.log.Error("call refused", "call_id", callID(req), "err", err)
+		_ = dlg.Respond(500, "Server Internal Error", nil)
+		return
+	}
+	c, err := s.newCall(callID(req), dlg, conn, offer, chosen, mrand.Uint64()>>1, 1)
 	if err != nil {
 		s.cfg.log.Error("call refused", "call_id", callID(req), "err", err)
 		_ = dlg.Respond(500, "Server Internal Error", nil)
@@ -311,7 +323,7 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 	s.wg.Add(1)
 	defer s.wg.Done()
 	defer s.remove(c)
-	c.serve(s.ctx)
+	c.serve(s.ctx, func() error { return dlg.RespondSDP(c.answerSDP(false)) })
 }
 
 func (s *Server) add(c *call) bool {
@@ -356,9 +368,13 @@ func (s *Server) onAck(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 
 func (s *Server) onBye(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 	s.mu.Lock()
-	dialogs := s.dialogs
+	dialogs, placed := s.dialogs, s.placed
 	s.mu.Unlock()
-	if dialogs == nil || dialogs.ReadBye(req, tx) != nil {
+	if dialogs == nil {
+		respond(tx, req, 481, "Call/Transaction Does Not Exist", "no such call")
+		return
+	}
+	if dialogs.ReadBye(req, tx) != nil && placed.ReadBye(req, tx) != nil {
 		respond(tx, req, 481, "Call/Transaction Does Not Exist", "no such call")
 	}
 }

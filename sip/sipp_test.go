@@ -502,3 +502,50 @@ func rssKiB(t *testing.T) int64 {
 	}
 	return 0
 }
+
+// Holdline places a call to sipp's built-in UAS, tried as a new user
+// would: the callee answers (PCMU), the agent speaks into the call, and
+// when the caller's side is done Holdline hangs up with a BYE that sipp
+// counts as a successful call.
+func TestCallPlacedToSippIsAnsweredAndHungUp(t *testing.T) {
+	sippPath := needSipp(t)
+	srv, _, rec := startServer(t)
+	port := freePort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	cmd := exec.CommandContext(ctx, sippPath, "-sn", "uas", "-i", "127.0.0.1", "-p", fmt.Sprint(port),
+		"-mi", "127.0.0.1", "-mp", fmt.Sprint(freePort(t)), "-m", "1", "-nostdin", "-trace_err", "-timeout", "30s", "-timeout_error")
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sippDone := make(chan error, 1)
+	go func() { sippDone <- cmd.Wait() }()
+	time.Sleep(300 * time.Millisecond) // sipp binds its port
+
+	callCtx, hangUp := context.WithTimeout(ctx, 4*time.Second)
+	defer hangUp()
+	start := time.Now()
+	if err := srv.Call(callCtx, fmt.Sprintf("sip:uas@127.0.0.1:%d", port)); err != nil {
+		t.Fatalf("Call: %v\n%s", err, out.String())
+	}
+	t.Logf("the call lasted %v", time.Since(start).Round(time.Millisecond))
+	if err := <-sippDone; err != nil {
+		logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+		var all strings.Builder
+		for _, f := range logs {
+			b, _ := os.ReadFile(f)
+			all.Write(b)
+		}
+		t.Fatalf("sipp UAS: %v (it counts a call that did not end with BYE and 200 as failed)\n%s\n%s", err, out.String(), all.String())
+	}
+	if !rec.find(events.PlayoutStarted, "") {
+		t.Errorf("the agent never spoke into the placed call: %v", rec.kinds())
+	}
+	if srv.Calls() != 0 {
+		t.Errorf("%d calls up after the hang-up", srv.Calls())
+	}
+}

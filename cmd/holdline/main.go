@@ -2,6 +2,8 @@
 //
 //	holdline console --agent booking [--llm demo|openai|realtime] [--model NAME] [--stt ...] [--tts ...] [--events FILE]
 //	holdline serve --agent booking [--http ADDR] [--resume-ttl D] [--max-sessions N] [provider flags]
+//	holdline serve ... --sip udp:ADDR [--sip-allow CIDRs] [--rtp-timeout D]
+//	holdline call sip:USER@HOST[:PORT] --agent booking [--sip udp:ADDR] [--max-duration D] [provider flags]
 //	holdline talk --agent booking [provider flags] [-v]
 //	holdline simulate FILE|DIR... [--sweep N] [--seed S] [--set PARAM=DURATION] [--json]
 //
@@ -51,6 +53,7 @@ const usage = `usage: holdline <command> [flags]
 commands:
   console   talk to an agent in the terminal (holdline console --agent booking)
   serve     serve an agent to browsers over WebRTC, with the web client (holdline serve --agent booking)
+  call      place a phone call and run an agent on it (holdline call sip:alice@192.0.2.10 --agent booking)
   talk      talk to an agent with this computer's microphone and speaker (holdline talk --agent booking)
   simulate  run scenario files in virtual time (holdline simulate examples/scenarios --sweep 200)
   bargein-eval
@@ -69,6 +72,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return consoleCmd(ctx, args[1:], stdin, stdout, stderr)
 	case "serve":
 		return serveCmd(ctx, args[1:], stdout, stderr)
+	case "call":
+		return callCmd(ctx, args[1:], stdout, stderr)
 	case "talk":
 		return talkCmd(ctx, args[1:], stdout, stderr)
 	case "simulate":

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/runtime"
+	hsip "github.com/holdline/holdline/sip"
+)
+
+// callCmd places a phone call and runs an agent on it:
+//
+//	holdline call sip:USER@HOST[:PORT] --agent NAME [--sip udp:ADDR] [--max-duration D] [provider flags]
+func callCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("call", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	name := fs.String("agent", "booking", "agent to run ("+agentNames()+")")
+	sipAddr := fs.String("sip", "udp:127.0.0.1:0", "where to take the callee's answers and BYE: `udp:ADDR`")
+	maxDur := fs.Duration("max-duration", 10*time.Minute, "hang up after this long")
+	rtpTimeout := fs.Duration("rtp-timeout", hsip.DefaultRTPTimeout, "hang up when the callee sends no RTP for this long")
+	verbose := fs.Bool("v", false, "log debug detail")
+	var pf providerFlags
+	pf.register(fs)
+	// The target may come before or after the flags.
+	var target string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		target, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if target == "" && fs.NArg() > 0 {
+		target = fs.Arg(0)
+	}
+	if !strings.HasPrefix(target, "sip:") {
+		return fmt.Errorf("call: want a SIP URI to call, like sip:alice@192.0.2.10:5060 (got %q)", target)
+	}
+	def, ok := agents[*name]
+	if !ok {
+		return fmt.Errorf("no agent named %q (have: %s)", *name, agentNames())
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	network, addr, ok := strings.Cut(*sipAddr, ":")
+	if !ok || network != "udp" {
+		return fmt.Errorf("--sip %q: want udp:HOST:PORT", *sipAddr)
+	}
+	probe, err := pf.build(def.phrases, true)
+	if err != nil {
+		return err
+	}
+	probe.Close()
+	newAgent := func(context.Context) (*runtime.Agent, func(), error) {
+		prov, err := pf.build(def.phrases, true)
+		if err != nil {
+			return nil, nil, err
+		}
+		agent := def.build(prov)
+		enter := agent.OnEnter
+		agent.OnEnter = func(ctx context.Context, s *runtime.Session) error {
+			go printConversation(ctx, s, stdout)
+			if enter != nil {
+				return enter(ctx, s)
+			}
+			return nil
+		}
+		return agent, func() { prov.Close() }, nil
+	}
+	srv, err := hsip.New(newAgent, hsip.WithLogger(logger), hsip.WithRTPTimeout(*rtpTimeout))
+	if err != nil {
+		return err
+	}
+	conn, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return fmt.Errorf("--sip %q: %w", *sipAddr, err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeUDP(sctx, conn) }()
+	defer func() {
+		srv.Close()
+		stop()
+		<-served
+	}()
+	cctx, cancel := context.WithTimeout(ctx, *maxDur)
+	defer cancel()
+	fmt.Fprintf(stdout, "calling %s with the %s agent\n", target, *name)
+	if err := srv.Call(cctx, target); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "call ended")
+	return nil
+}
+
+// printConversation prints a call's turns as console does (user:, agent:,
+// tool:, dtmf:) until the session ends.
+func printConversation(ctx context.Context, s *runtime.Session, out io.Writer) {
+	sub := s.Subscribe(1024)
+	defer sub.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-sub.C():
+			if !ok {
+				return
+			}
+			switch e.Kind {
+			case events.UserTurn:
+				fmt.Fprintf(out, "user: %s\n", e.Text)
+			case events.PlayoutDone:
+				if e.Text != "" {
+					fmt.Fprintf(out, "agent: %s\n", e.Text)
+				}
+			case events.PlayoutTruncate:
+				if e.Text != "" {
+					fmt.Fprintf(out, "agent: %s [interrupted]\n", e.Text)
+				}
+			case events.ToolTerminal:
+				fmt.Fprintf(out, "tool: %s -> %s\n", e.Tool, e.State)
+			case events.DTMF:
+				fmt.Fprintf(out, "dtmf: %s\n", e.Text)
+			}
+		}
+	}
+}
