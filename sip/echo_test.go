@@ -1,0 +1,281 @@
+package sip_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pion/rtp"
+	"github.com/zaf/g711"
+
+	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/llm"
+	"github.com/holdline/holdline/media"
+	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/scripted"
+	"github.com/holdline/holdline/sip"
+	"github.com/holdline/holdline/tts/espeak"
+)
+
+const longAnswer = "Thanks for calling Holdline Bistro. We are open from noon until eleven every day, " +
+	"and on weekends we serve brunch from ten. I can check availability, book a table, or change a booking you already have."
+
+// echoLine is a phone with no echo cancellation: what Holdline sends comes
+// back delay later, gain weaker, with the caller's own voice mixed in when
+// the caller speaks. It sends a PCMU packet every 20 ms.
+type echoLine struct {
+	conn      *net.UDPConn
+	to        netip.AddrPort
+	gain      float64
+	delay     []int16 // a FIFO of the echo's samples, as long as the delay
+	mu        sync.Mutex
+	speech    []int16 // the caller's voice still to say
+	firstLoud time.Time
+}
+
+func newEchoLine(t *testing.T, delay time.Duration, gainDB float64) *echoLine {
+	t.Helper()
+	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	gain := 1.0
+	for range int(-gainDB * 10) { // 10^(gainDB/20) without importing math for one line
+		gain *= 0.98855
+	}
+	return &echoLine{conn: conn, gain: gain, delay: make([]int16, int(delay.Seconds()*8000))}
+}
+
+func (e *echoLine) port() int { return e.conn.LocalAddr().(*net.UDPAddr).Port }
+
+// say queues the caller's voice (8 kHz) to start with the next packet.
+func (e *echoLine) say(pcm []int16) {
+	e.mu.Lock()
+	e.speech = append(e.speech, pcm...)
+	e.mu.Unlock()
+}
+
+// firstSound is when the first audible packet from Holdline arrived.
+func (e *echoLine) firstSound() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.firstLoud
+}
+
+func (e *echoLine) run(ctx context.Context) {
+	go func() {
+		buf := make([]byte, 1500)
+		var p rtp.Packet
+		for {
+			n, err := e.conn.Read(buf)
+			if err != nil {
+				return
+			}
+			if p.Unmarshal(buf[:n]) != nil {
+				continue
+			}
+			loud := false
+			e.mu.Lock()
+			for _, b := range p.Payload {
+				v := g711.DecodeUlawFrame(b)
+				if v > 1000 || v < -1000 {
+					loud = true
+				}
+				e.delay = append(e.delay, int16(float64(v)*e.gain))
+			}
+			if loud && e.firstLoud.IsZero() {
+				e.firstLoud = time.Now()
+			}
+			e.mu.Unlock()
+		}
+	}()
+	go func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		out := make([]byte, 160)
+		seq, ts := uint16(1), uint32(0)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			e.mu.Lock()
+			n := min(160, len(e.delay))
+			for i := range 160 {
+				var v float64
+				if i < n {
+					v = float64(e.delay[i])
+				}
+				if i < len(e.speech) {
+					v += float64(e.speech[i])
+				}
+				out[i] = g711.EncodeUlawFrame(int16(max(-32768, min(32767, v))))
+			}
+			e.delay = e.delay[n:]
+			e.speech = e.speech[min(160, len(e.speech)):]
+			e.mu.Unlock()
+			p := rtp.Packet{Header: rtp.Header{Version: 2, PayloadType: 0, SequenceNumber: seq, Timestamp: ts, SSRC: 7}, Payload: out}
+			b, _ := p.Marshal()
+			_, _ = e.conn.WriteToUDPAddrPort(b, e.to)
+			seq++
+			ts += 160
+		}
+	}()
+}
+
+// callerVoice is espeak-ng's caller voice saying text, at 8 kHz.
+func callerVoice(t *testing.T, text string) []int16 {
+	t.Helper()
+	out, err := exec.Command("espeak-ng", "-v", "en-us+edward", "-p", "35", "--stdout", text).Output()
+	if err != nil {
+		t.Skipf("espeak-ng: %v", err)
+	}
+	pcm, rate, err := media.ReadWAV(bytes.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := media.NewResampler(rate, 8000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs.Process(nil, pcm)
+}
+
+// echoCall answers one call from the echo line with an agent that speaks
+// longAnswer in espeak-ng's voice, and returns the line and the call's
+// events.
+func echoCall(t *testing.T, ctx context.Context) (*echoLine, *recorder) {
+	t.Helper()
+	if _, err := exec.LookPath("espeak-ng"); err != nil {
+		t.Skip("espeak-ng is missing (make test installs it)")
+	}
+	rec := &recorder{}
+	newAgent := func(context.Context) (*runtime.Agent, func(), error) {
+		voice, err := espeak.New(espeak.WithSampleRate(8000))
+		if err != nil {
+			return nil, nil, err
+		}
+		model := scripted.NewLLMFunc(func(llm.Request) scripted.Response {
+			return scripted.Response{TTFB: 50 * time.Millisecond, Text: longAnswer}
+		})
+		return &runtime.Agent{
+			Name: "phone", Model: model, TTS: voice, STT: scripted.NewSTT(),
+			OnEnter: func(ctx context.Context, s *runtime.Session) error {
+				sub := s.Subscribe(4096)
+				go func() {
+					for e := range sub.C() {
+						rec.mu.Lock()
+						rec.evs = append(rec.evs, e)
+						rec.mu.Unlock()
+					}
+				}()
+				return s.GenerateReply(ctx, "")
+			},
+		}, nil, nil
+	}
+	srv, err := sip.New(newAgent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeUDP(sctx, conn) }()
+	t.Cleanup(func() {
+		srv.Close()
+		stop()
+		<-done
+	})
+	line := newEchoLine(t, 120*time.Millisecond, -6)
+	u := dialRaw(t, netip.MustParseAddrPort(conn.LocalAddr().String()))
+	u.send(invite(u.local(), "echo-"+t.Name(), "application/sdp", fmt.Sprintf(pcmuOffer, line.port())))
+	res := u.final(3 * time.Second)
+	if !strings.HasPrefix(res, "SIP/2.0 200 ") {
+		t.Fatalf("INVITE answered %q", res)
+	}
+	line.to = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(answerPort(t, res)))
+	u.send(fmt.Sprintf("ACK sip:agent@127.0.0.1 SIP/2.0\nVia: SIP/2.0/UDP %[1]s;branch=z9hG4bK-ack\nFrom: <sip:caller@%[1]s>;tag=%[2]s\nTo: %[3]s\nCall-ID: %[2]s\nCSeq: 1 ACK\nMax-Forwards: 70\nContent-Length: 0\n\n",
+		u.local(), "echo-"+t.Name(), header(res, "To")))
+	line.run(ctx)
+	return line, rec
+}
+
+func (r *recorder) first(kind events.Kind) (events.Event, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.evs {
+		if e.Kind == kind {
+			return e, true
+		}
+	}
+	return events.Event{}, false
+}
+
+// On a phone line that sends the agent's voice back (120 ms later, -6 dB:
+// a loud echo with no canceller at the far end), the agent says its whole
+// answer without interrupting itself.
+func TestEchoOnThePhoneLineDoesNotInterruptTheAgent(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, rec := echoCall(t, ctx)
+	for {
+		if rec.find(events.PlayoutDone, longAnswer) {
+			break
+		}
+		if rec.find(events.TurnInterrupted, "") || ctx.Err() != nil {
+			t.Fatalf("the agent's answer was interrupted by its own echo: %v", rec.kinds())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	pauses := 0
+	for _, k := range rec.kinds() {
+		if strings.HasPrefix(k, string(events.BargeInSuspected)) {
+			pauses++
+		}
+	}
+	t.Logf("the whole answer played over its echo; %d pauses on suspicion", pauses)
+}
+
+// On the same echoing line, a caller who talks over the agent interrupts it.
+func TestCallerInterruptsOverTheEchoOnThePhoneLine(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	line, rec := echoCall(t, ctx)
+	voice := callerVoice(t, "Wait, I want to change the time of my booking please.")
+	for line.firstSound().IsZero() {
+		if ctx.Err() != nil {
+			t.Fatal("the agent never spoke")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(time.Until(line.firstSound().Add(2500 * time.Millisecond)))
+	onset := time.Now()
+	line.say(voice)
+	for !rec.find(events.TurnInterrupted, "") {
+		if rec.find(events.PlayoutDone, longAnswer) || ctx.Err() != nil {
+			t.Fatalf("the caller did not interrupt the agent: %v", rec.kinds())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e, _ := rec.first(events.TurnInterrupted)
+	t.Logf("interrupted %v after the caller started (event %s, reason %s)", e.Time.Sub(onset).Round(time.Millisecond), e.Kind, e.Reason)
+	// The call's first turn: the canceller is still learning the line,
+	// where bargein-eval measures detection p95 at 640 ms at 8 kHz; the
+	// caller's voice also starts after espeak-ng's lead-in. Two seconds
+	// tells an interruption from an answer that ran on (12 s long).
+	if d := e.Time.Sub(onset); d > 2*time.Second {
+		t.Errorf("the interruption came %v after the caller started; want within 2 s", d)
+	}
+}
