@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"sync"
 
+	sipmsg "github.com/emiago/sipgo/sip"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/holdline/holdline/media"
@@ -29,6 +30,8 @@ type dialog interface {
 	Context() context.Context
 	// Bye hangs up.
 	Bye(ctx context.Context) error
+	// TransactionRequest sends a request in the dialog (REFER).
+	TransactionRequest(ctx context.Context, req *sipmsg.Request) (sipmsg.ClientTransaction, error)
 }
 
 // call is one answered or placed INVITE: its dialog, its RTP leg and its
@@ -41,6 +44,8 @@ type call struct {
 	sess    *runtime.Session
 	release func()
 	ctx     context.Context // the call's, set by serve before media flows
+	hangUp  context.CancelCauseFunc
+	target  sipmsg.Uri // the other side's Contact: where in-dialog requests go
 
 	mu        sync.Mutex // guards the answer's state
 	codec     Codec
@@ -48,7 +53,10 @@ type call struct {
 	direction string
 	sessionID uint64
 	version   uint64
+	notify    chan int // a transfer's NOTIFY status codes, while one is under way
 }
+
+func (c *call) remoteTarget() sipmsg.Uri { return c.target }
 
 // newCall makes the call of a dialog whose media the other side described
 // in remote (its offer, or its answer to ours), on the RTP socket conn,
@@ -170,6 +178,11 @@ func (c *call) serve(ctx context.Context, answer func() error) {
 			return
 		}
 	}
+	// Tools find the call under the session's context (Transfer).
+	ctx = context.WithValue(ctx, callKey{}, c)
+	ctx, hangUp := context.WithCancelCause(ctx)
+	defer hangUp(nil)
+	c.hangUp = hangUp
 	g, gctx := errgroup.WithContext(ctx)
 	c.ctx = gctx
 	// Each returns an error when it ends on its own, so that the first to
@@ -190,7 +203,12 @@ func (c *call) serve(ctx context.Context, answer func() error) {
 		}
 	})
 	err := g.Wait()
+	if cause := context.Cause(ctx); errors.Is(cause, errTransferred) {
+		err = cause
+	}
 	switch {
+	case errors.Is(err, errTransferred):
+		c.s.cfg.log.Info("call handed over: hanging up", "call_id", c.id)
 	case errors.Is(err, errCallerHungUp):
 		c.s.cfg.log.Info("call ended by the caller", "call_id", c.id)
 		return

@@ -91,6 +91,11 @@ func (s *Server) Call(ctx context.Context, target string) error {
 	if err != nil {
 		return bye(err)
 	}
+	if ct := dlg.InviteResponse.Contact(); ct != nil {
+		c.target = ct.Address
+	} else {
+		c.target = uri
+	}
 	if !s.add(c) {
 		c.leg.conn.Close()
 		c.release()

@@ -154,6 +154,7 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 	srv.OnInfo(s.onInfo)
 	srv.OnRefer(s.onRefer)
 	srv.OnOptions(s.onOptions)
+	srv.OnNotify(s.onNotify)
 	return s, nil
 }
 
@@ -223,6 +224,13 @@ func (s *Server) Close() error {
 	s.cancel()
 	s.wg.Wait()
 	return s.ua.Close()
+}
+
+// contactURI is the server's own SIP URI.
+func (s *Server) contactURI() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.contact.Address.String()
 }
 
 func (s *Server) allowed(req *sipmsg.Request) bool {
@@ -323,6 +331,9 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 	s.wg.Add(1)
 	defer s.wg.Done()
 	defer s.remove(c)
+	if ct := req.Contact(); ct != nil {
+		c.target = ct.Address
+	}
 	c.serve(s.ctx, func() error { return dlg.RespondSDP(c.answerSDP(false)) })
 }
 

@@ -1,0 +1,187 @@
+package sip
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	sipmsg "github.com/emiago/sipgo/sip"
+)
+
+// HandoffHeader carries a handoff token with a transfer, so that a
+// Holdline worker answering the transferred call can pick the
+// conversation up.
+const HandoffHeader = "X-Holdline-Handoff"
+
+// DefaultTransferTimeout bounds how long Transfer waits for the transfer
+// target to answer (the final NOTIFY).
+const DefaultTransferTimeout = 30 * time.Second
+
+var (
+	// ErrNotACall: Transfer was called outside a phone call's session.
+	ErrNotACall = errors.New("sip: not in a phone call")
+	// ErrTransferFailed wraps a refused REFER or a transfer target that
+	// did not answer; the call goes on.
+	ErrTransferFailed = errors.New("sip: transfer failed")
+)
+
+type callKey struct{}
+
+// callOf returns the call whose session ctx belongs to (tools and OnEnter
+// run under it).
+func callOf(ctx context.Context) *call {
+	c, _ := ctx.Value(callKey{}).(*call)
+	return c
+}
+
+// TransferOption configures Transfer.
+type TransferOption func(*transferConfig)
+
+type transferConfig struct {
+	token   string
+	timeout time.Duration
+}
+
+// WithHandoffToken sends token in the X-Holdline-Handoff header of the
+// REFER (and so of the INVITE the other side makes to the target).
+func WithHandoffToken(token string) TransferOption {
+	return func(c *transferConfig) { c.token = token }
+}
+
+// WithTransferTimeout bounds the wait for the target to answer (default
+// DefaultTransferTimeout).
+func WithTransferTimeout(d time.Duration) TransferOption {
+	return func(c *transferConfig) { c.timeout = d }
+}
+
+// Transfer hands the phone call that ctx's session runs on to target (a
+// SIP URI) with a blind transfer: a REFER to the other side, whose NOTIFYs
+// report how calling the target goes. When the target answers, Holdline
+// hangs up (BYE) and the session ends; when the REFER is refused or the
+// target does not answer, Transfer returns an error wrapping
+// ErrTransferFailed and the call goes on. Tools call it with their ctx.
+func Transfer(ctx context.Context, target string, opts ...TransferOption) error {
+	c := callOf(ctx)
+	if c == nil {
+		return ErrNotACall
+	}
+	cfg := transferConfig{timeout: DefaultTransferTimeout}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	var to sipmsg.Uri
+	if err := sipmsg.ParseUri(target, &to); err != nil {
+		return fmt.Errorf("%w: target %q: %v", ErrTransferFailed, target, err)
+	}
+	if strings.ContainsAny(cfg.token, "\r\n") {
+		return fmt.Errorf("%w: the handoff token has a line break", ErrTransferFailed)
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+
+	notify := make(chan int, 8)
+	c.mu.Lock()
+	if c.notify != nil {
+		c.mu.Unlock()
+		return fmt.Errorf("%w: a transfer is already under way", ErrTransferFailed)
+	}
+	c.notify = notify
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.notify = nil
+		c.mu.Unlock()
+	}()
+
+	req := sipmsg.NewRequest(sipmsg.REFER, c.remoteTarget())
+	req.AppendHeader(sipmsg.NewHeader("Refer-To", "<"+to.String()+">"))
+	req.AppendHeader(sipmsg.NewHeader("Referred-By", "<"+c.s.contactURI()+">"))
+	if cfg.token != "" {
+		req.AppendHeader(sipmsg.NewHeader(HandoffHeader, cfg.token))
+	}
+	req.AppendHeader(&c.s.contact)
+	tx, err := c.dlg.TransactionRequest(ctx, req)
+	if err != nil {
+		return fmt.Errorf("%w: REFER: %v", ErrTransferFailed, err)
+	}
+	defer tx.Terminate()
+	for accepted := false; !accepted; {
+		select {
+		case res := <-tx.Responses():
+			switch {
+			case res.StatusCode < 200:
+			case res.StatusCode < 300:
+				accepted = true
+			default:
+				return fmt.Errorf("%w: REFER answered %d %s", ErrTransferFailed, res.StatusCode, res.Reason)
+			}
+		case <-tx.Done():
+			return fmt.Errorf("%w: REFER: %v", ErrTransferFailed, tx.Err())
+		case <-ctx.Done():
+			return fmt.Errorf("%w: REFER: %v", ErrTransferFailed, ctx.Err())
+		}
+	}
+	c.s.cfg.log.Info("transfer accepted", "call_id", c.id, "target", target)
+	for {
+		select {
+		case code := <-notify:
+			switch {
+			case code < 200:
+			case code < 300:
+				c.s.cfg.log.Info("transferred", "call_id", c.id, "target", target)
+				c.hangUp(errTransferred)
+				return nil
+			default:
+				return fmt.Errorf("%w: the target answered %d", ErrTransferFailed, code)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("%w: no answer from the target: %v", ErrTransferFailed, ctx.Err())
+		}
+	}
+}
+
+// errTransferred ends a call handed to another party.
+var errTransferred = errors.New("sip: transferred")
+
+// onNotify takes the NOTIFYs of a transfer (Event: refer): their
+// message/sipfrag body is the status line of the target's answer.
+func (s *Server) onNotify(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
+	c := s.lookup(req)
+	if c == nil {
+		respond(tx, req, 481, "Call/Transaction Does Not Exist", "no such call")
+		return
+	}
+	if ev := req.GetHeader("Event"); ev == nil || !strings.HasPrefix(strings.ToLower(strings.TrimSpace(ev.Value())), "refer") {
+		respond(tx, req, 489, "Bad Event", "only refer is subscribed to")
+		return
+	}
+	code, ok := sipfragStatus(req.Body())
+	if !ok {
+		respond(tx, req, 400, "Bad Request", "the body must be a message/sipfrag status line")
+		return
+	}
+	_ = tx.Respond(sipmsg.NewResponseFromRequest(req, 200, "OK", nil))
+	c.mu.Lock()
+	ch := c.notify
+	c.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- code:
+		default:
+		}
+	}
+}
+
+// sipfragStatus reads "SIP/2.0 200 OK" from a message/sipfrag body.
+func sipfragStatus(body []byte) (int, bool) {
+	line, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
+	f := strings.Fields(line)
+	if len(f) < 2 || !strings.HasPrefix(f[0], "SIP/") {
+		return 0, false
+	}
+	code, err := strconv.Atoi(f[1])
+	return code, err == nil && code >= 100 && code < 700
+}
