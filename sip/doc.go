@@ -25,4 +25,9 @@
 // A re-INVITE moves the media or puts the call on hold and back; BYE ends
 // the call from either side, and a call the agent ends is hung up with
 // BYE. A REFER from the caller is refused with 403.
+//
+// Server.Call places a call (PCMU, PCMA, Opus and telephone-event offered)
+// and runs the agent on it. Transfer, called from a tool or OnEnter with
+// its context, hands the call over with a blind transfer: a REFER with
+// the X-Holdline-Handoff token, tracked through its NOTIFYs, then BYE.
 package sip
