@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	sipmsg "github.com/emiago/sipgo/sip"
 	"golang.org/x/sync/errgroup"
@@ -43,7 +44,7 @@ type call struct {
 	leg     *leg
 	sess    *runtime.Session
 	release func()
-	ctx     context.Context // the call's, set by serve before media flows
+	ctxp    atomic.Pointer[context.Context] // the call's, set by serve before media flows
 	hangUp  context.CancelCauseFunc
 	target  sipmsg.Uri // the other side's Contact: where in-dialog requests go
 
@@ -63,7 +64,8 @@ func (c *call) remoteTarget() sipmsg.Uri { return c.target }
 // which it owns from then on.
 func (s *Server) newCall(id string, dlg dialog, conn *net.UDPConn, remote MediaOffer, chosen Codec, sessionID, version uint64) (*call, error) {
 	c := &call{s: s, id: id, dlg: dlg, codec: chosen, te: remote.TelephoneEvent,
-		direction: AnswerDirection(remote), sessionID: sessionID, version: version, ctx: s.ctx}
+		direction: AnswerDirection(remote), sessionID: sessionID, version: version}
+	c.ctxp.Store(&s.ctx)
 	agent, release, err := s.newAgent(s.ctx)
 	if err != nil {
 		conn.Close()
@@ -154,12 +156,16 @@ func (c *call) reoffer(o MediaOffer) error {
 	return nil
 }
 
+// ctx is the call's context: requests in the dialog (INFO) come on sipgo's
+// goroutines, so it is read atomically.
+func (c *call) ctx() context.Context { return *c.ctxp.Load() }
+
 func (c *call) audio(f media.Frame) {
-	_ = c.sess.PushAudio(c.ctx, f)
+	_ = c.sess.PushAudio(c.ctx(), f)
 }
 
 func (c *call) dtmf(d rune) {
-	ctx, cancel := context.WithTimeout(c.ctx, pushTimeout)
+	ctx, cancel := context.WithTimeout(c.ctx(), pushTimeout)
 	defer cancel()
 	if err := c.sess.PushDTMF(ctx, d); err != nil {
 		c.s.cfg.log.Warn("DTMF lost", "call_id", c.id, "digit", string(d), "err", err)
@@ -184,7 +190,7 @@ func (c *call) serve(ctx context.Context, answer func() error) {
 	defer hangUp(nil)
 	c.hangUp = hangUp
 	g, gctx := errgroup.WithContext(ctx)
-	c.ctx = gctx
+	c.ctxp.Store(&gctx)
 	// Each returns an error when it ends on its own, so that the first to
 	// end ends the others.
 	g.Go(func() error {
