@@ -1,0 +1,233 @@
+package sip_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/examples/booking"
+	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/sip"
+	"github.com/holdline/holdline/stt/pocketsphinx"
+	"github.com/holdline/holdline/tts/espeak"
+)
+
+// needBaresip returns baresip's path, or skips (fails under make test,
+// which installs it).
+func needBaresip(t *testing.T) string {
+	t.Helper()
+	for _, bin := range []string{"baresip", "espeak-ng", "sox"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			if os.Getenv("HOLDLINE_REQUIRE_MODELS") == "1" {
+				t.Fatalf("%s is missing: make test-deps installs it", bin)
+			}
+			t.Skipf("%s is missing (make test-deps installs it)", bin)
+		}
+	}
+	p, _ := exec.LookPath("baresip")
+	return p
+}
+
+// baresipHome writes a headless baresip configuration: SIP on a loopback
+// port, G.711, the microphone a WAV file (aufile) of espeak-ng's caller
+// voice saying text after lead seconds, then silence for tail seconds
+// (baresip hangs up when the file ends).
+func baresipHome(t *testing.T, text string, lead, tail float64) (dir string, port int) {
+	t.Helper()
+	dir = t.TempDir()
+	raw, wav := filepath.Join(dir, "raw.wav"), filepath.Join(dir, "caller.wav")
+	if out, err := exec.Command("espeak-ng", "-v", "en-us+edward", "-p", "35", "-w", raw, text).CombinedOutput(); err != nil {
+		t.Fatalf("espeak-ng: %v: %s", err, out)
+	}
+	if out, err := exec.Command("sox", raw, "-r", "8000", "-c", "1", "-b", "16", wav, "pad", fmt.Sprint(lead), fmt.Sprint(tail)).CombinedOutput(); err != nil {
+		t.Fatalf("sox: %v: %s", err, out)
+	}
+	port = freePort(t)
+	config := fmt.Sprintf(`poll_method epoll
+sip_listen 127.0.0.1:%d
+audio_player aufile,%s
+audio_source aufile,%s
+audio_alert aufile,%s
+module_path /usr/lib/baresip/modules
+module g711.so
+module aufile.so
+module_app account.so
+module_app menu.so
+`, port, filepath.Join(dir, "heard.wav"), wav, wav)
+	if err := os.WriteFile(filepath.Join(dir, "config"), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "accounts"), []byte("<sip:baresip@127.0.0.1>;regint=0;answermode=auto\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, port
+}
+
+// baresip, a real softphone, calls the booking agent running on this
+// machine's engines: the caller's words are recognised by pocketsphinx,
+// book_table runs once, and the agent's answer is spoken back down the
+// line.
+func TestBaresipCallsTheBookingAgent(t *testing.T) {
+	baresip := needBaresip(t)
+	rec := &recorder{}
+	newAgent := func(context.Context) (*runtime.Agent, func(), error) {
+		voice, err := espeak.New()
+		if err != nil {
+			return nil, nil, err
+		}
+		ears, err := pocketsphinx.New(pocketsphinx.WithPhrases(booking.Phrases...))
+		if err != nil {
+			return nil, nil, err
+		}
+		agent := booking.New(booking.NewRestaurant(10), booking.WithModel(booking.NewDemoModel()), booking.WithSTT(ears), booking.WithTTS(voice))
+		enter := agent.OnEnter
+		agent.OnEnter = func(ctx context.Context, s *runtime.Session) error {
+			sub := s.Subscribe(4096)
+			go func() {
+				for e := range sub.C() {
+					rec.mu.Lock()
+					rec.evs = append(rec.evs, e)
+					rec.mu.Unlock()
+				}
+			}()
+			if enter != nil {
+				return enter(ctx, s)
+			}
+			return nil
+		}
+		return agent, func() { ears.Close() }, nil
+	}
+	srv, err := sip.New(newAgent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeUDP(ctx, conn) }()
+	defer func() {
+		srv.Close()
+		cancel()
+		<-served
+	}()
+
+	// The greeting takes about 7 s: the caller speaks after it, then
+	// listens to the booking.
+	home, _ := baresipHome(t, "Book a table for two at seven.", 8, 25)
+	cmd := exec.CommandContext(ctx, baresip, "-f", home, "-e", "/dial sip:agent@"+conn.LocalAddr().String(), "-t", "60")
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	booked := func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		for _, e := range rec.evs {
+			if e.Kind == events.PlayoutDone && strings.Contains(e.Text, "booked") {
+				return true
+			}
+		}
+		return false
+	}
+	for !booked() {
+		select {
+		case err := <-done:
+			t.Fatalf("baresip ended (%v) before the booking was spoken: %v\n%s", err, rec.kinds(), out.String())
+		case <-ctx.Done():
+			t.Fatalf("no booking spoken: %v\n%s", rec.kinds(), out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	var heard []string
+	runs := 0
+	rec.mu.Lock()
+	for _, e := range rec.evs {
+		if e.Kind == events.UserTurn {
+			heard = append(heard, e.Text)
+		}
+		if e.Kind == events.ToolTerminal && e.Tool == "book_table" {
+			runs++
+			if e.State != "succeeded" {
+				t.Errorf("book_table %s", e.State)
+			}
+		}
+	}
+	rec.mu.Unlock()
+	t.Logf("baresip's caller was heard as %q; book_table ran %d time(s)", heard, runs)
+	if runs != 1 {
+		t.Errorf("book_table ran %d times; want once", runs)
+	}
+	if !strings.Contains(out.String(), "Call established") {
+		t.Errorf("baresip never saw the call established:\n%s", out.String())
+	}
+}
+
+// Holdline calls baresip (holdline call's path): baresip answers on its
+// own, the agent speaks into the call, and baresip's hang-up when its
+// caller file ends is Holdline's end of the call.
+func TestCallPlacedToBaresip(t *testing.T) {
+	baresip := needBaresip(t)
+	srv, _, rec := startServer(t)
+	home, port := baresipHome(t, "Hello?", 1, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, baresip, "-f", home, "-t", "30")
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cancel()
+		_ = cmd.Wait()
+	}()
+	time.Sleep(500 * time.Millisecond) // baresip binds its port
+	start := time.Now()
+	if err := srv.Call(ctx, fmt.Sprintf("sip:baresip@127.0.0.1:%d", port)); err != nil {
+		t.Fatalf("Call: %v\n%s", err, out.String())
+	}
+	t.Logf("baresip answered and hung up after %v", time.Since(start).Round(100*time.Millisecond))
+	if !rec.find(events.PlayoutStarted, "") {
+		t.Errorf("the agent never spoke into the call: %v", rec.kinds())
+	}
+	// Its "Hello?" comes over the greeting: heard as speech, or judged as
+	// a possible barge-in.
+	if !rec.find(events.SpeechStarted, "") && !rec.find(events.BargeInSuspected, "") {
+		t.Errorf("baresip's caller was never heard: %v", rec.kinds())
+	}
+}
+
+// syncBuffer is a bytes.Buffer a running command writes while the test
+// reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
