@@ -8,6 +8,7 @@ require (
 	github.com/gen2brain/malgo v0.11.24
 	github.com/google/jsonschema-go v0.4.3
 	github.com/hraban/opus v0.0.0-20260708213942-bde8e4304501
+	github.com/icholy/digest v1.2.0
 	github.com/pion/interceptor v0.1.48
 	github.com/pion/mediadevices v0.9.4
 	github.com/pion/rtp v1.10.5
@@ -29,7 +30,6 @@ require (
 	github.com/gobwas/pool v0.2.1 // indirect
 	github.com/gobwas/ws v1.3.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/icholy/digest v1.2.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/pion/datachannel v1.6.2 // indirect
 	github.com/pion/dtls/v3 v3.1.8 // indirect

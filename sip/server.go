@@ -45,6 +45,7 @@ type config struct {
 	sessionOpts []runtime.Option
 	userAgent   string
 	symmetric   bool
+	auth        *digestAuth
 }
 
 // Option configures a Server.
@@ -269,6 +270,22 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 	if !s.allowed(req) {
 		respond(tx, req, 403, "Forbidden", "source not allowed")
 		return
+	}
+	if a := s.cfg.auth; a != nil {
+		h := ""
+		if ah := req.GetHeader("Authorization"); ah != nil {
+			h = ah.Value()
+		}
+		switch v := a.check(string(req.Method), h); v {
+		case authChallenge, authStale:
+			res := sipmsg.NewResponseFromRequest(req, 401, "Unauthorized", nil)
+			res.AppendHeader(sipmsg.NewHeader("WWW-Authenticate", a.challenge(v == authStale)))
+			_ = tx.Respond(res)
+			return
+		case authForbidden:
+			respond(tx, req, 403, "Forbidden", "wrong credentials")
+			return
+		}
 	}
 	s.mu.Lock()
 	busy, closed, dialogs := len(s.calls) >= s.cfg.maxCalls, s.closed, s.dialogs

@@ -549,3 +549,139 @@ func TestCallPlacedToSippIsAnsweredAndHungUp(t *testing.T) {
 		t.Errorf("%d calls up after the hang-up", srv.Calls())
 	}
 }
+
+// authUAC: the INVITE is challenged (401), sipp answers the challenge with
+// its -au/-ap credentials, the call is answered and hung up.
+const authUAC = `<?xml version="1.0" encoding="ISO-8859-1" ?>
+<scenario name="holdline auth uac">
+  <send retrans="500">
+    <![CDATA[
+      INVITE sip:agent@[remote_ip]:[remote_port] SIP/2.0
+      Via: SIP/2.0/[transport] [local_ip]:[local_port];branch=z9hG4bK-first-[pid]-[call_number]
+      From: caller <sip:caller@[local_ip]:[local_port]>;tag=[pid]SIPpTag00[call_number]
+      To: agent <sip:agent@[remote_ip]:[remote_port]>
+      Call-ID: [call_id]
+      CSeq: 1 INVITE
+      Contact: sip:caller@[local_ip]:[local_port]
+      Max-Forwards: 70
+      Content-Type: application/sdp
+      Content-Length: [len]
+
+      v=0
+      o=user1 53655765 2353687637 IN IP[local_ip_type] [local_ip]
+      s=-
+      c=IN IP[media_ip_type] [media_ip]
+      t=0 0
+      m=audio [media_port] RTP/AVP 0
+      a=rtpmap:0 PCMU/8000
+    ]]>
+  </send>
+  <recv response="100" optional="true"/>
+  <recv response="401" auth="true"/>
+  <send>
+    <![CDATA[
+      ACK sip:agent@[remote_ip]:[remote_port] SIP/2.0
+      Via: SIP/2.0/[transport] [local_ip]:[local_port];branch=z9hG4bK-first-[pid]-[call_number]
+      From: caller <sip:caller@[local_ip]:[local_port]>;tag=[pid]SIPpTag00[call_number]
+      To: agent <sip:agent@[remote_ip]:[remote_port]>[peer_tag_param]
+      Call-ID: [call_id]
+      CSeq: 1 ACK
+      Max-Forwards: 70
+      Content-Length: 0
+    ]]>
+  </send>
+  <send retrans="500">
+    <![CDATA[
+      INVITE sip:agent@[remote_ip]:[remote_port] SIP/2.0
+      Via: SIP/2.0/[transport] [local_ip]:[local_port];branch=[branch]
+      From: caller <sip:caller@[local_ip]:[local_port]>;tag=[pid]SIPpTag00[call_number]
+      To: agent <sip:agent@[remote_ip]:[remote_port]>
+      Call-ID: [call_id]
+      CSeq: 2 INVITE
+      Contact: sip:caller@[local_ip]:[local_port]
+      [authentication username=trunk password=s3cret]
+      Max-Forwards: 70
+      Content-Type: application/sdp
+      Content-Length: [len]
+
+      v=0
+      o=user1 53655765 2353687637 IN IP[local_ip_type] [local_ip]
+      s=-
+      c=IN IP[media_ip_type] [media_ip]
+      t=0 0
+      m=audio [media_port] RTP/AVP 0
+      a=rtpmap:0 PCMU/8000
+    ]]>
+  </send>
+  <recv response="100" optional="true"/>
+  <recv response="200" rtd="true"/>
+  <send>
+    <![CDATA[
+      ACK sip:agent@[remote_ip]:[remote_port] SIP/2.0
+      Via: SIP/2.0/[transport] [local_ip]:[local_port];branch=[branch]
+      From: caller <sip:caller@[local_ip]:[local_port]>;tag=[pid]SIPpTag00[call_number]
+      To: agent <sip:agent@[remote_ip]:[remote_port]>[peer_tag_param]
+      Call-ID: [call_id]
+      CSeq: 2 ACK
+      Max-Forwards: 70
+      Content-Length: 0
+    ]]>
+  </send>
+  <pause milliseconds="1000"/>
+  <send retrans="500">
+    <![CDATA[
+      BYE sip:agent@[remote_ip]:[remote_port] SIP/2.0
+      Via: SIP/2.0/[transport] [local_ip]:[local_port];branch=[branch]
+      From: caller <sip:caller@[local_ip]:[local_port]>;tag=[pid]SIPpTag00[call_number]
+      To: agent <sip:agent@[remote_ip]:[remote_port]>[peer_tag_param]
+      Call-ID: [call_id]
+      CSeq: 3 BYE
+      Max-Forwards: 70
+      Content-Length: 0
+    ]]>
+  </send>
+  <recv response="200" crlf="true"/>
+</scenario>
+`
+
+// A trunk that must authenticate: sipp answers the digest challenge and
+// its call is taken; an INVITE with a wrong password gets 403, and one
+// from outside the allowlist 403 too.
+func TestDigestAuthAndAllowlist(t *testing.T) {
+	_, addr, _ := startServer(t, sip.WithDigestAuth("holdline", "trunk", "s3cret"))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	runSipp(t, ctx, authUAC, addr, "-m", "1")
+
+	// Wrong password: a digest computed with another one.
+	u := dialRaw(t, addr)
+	u.send(invite(u.local(), "no-auth", "application/sdp", fmt.Sprintf(pcmuOffer, 40000)))
+	res := u.final(3 * time.Second)
+	if !strings.HasPrefix(res, "SIP/2.0 401 ") {
+		t.Fatalf("INVITE without credentials answered %q; want 401", res)
+	}
+	chal := header(res, "WWW-Authenticate")
+	nonce := between(chal, `nonce="`, `"`)
+	forged := fmt.Sprintf(`Digest username="trunk", realm="holdline", nonce="%s", uri="sip:agent@127.0.0.1", response="00000000000000000000000000000000", algorithm=MD5, qop=auth, nc=00000001, cnonce="abc"`, nonce)
+	msg := strings.Replace(invite(u.local(), "bad-auth", "application/sdp", fmt.Sprintf(pcmuOffer, 40000)), "Max-Forwards: 70", "Authorization: "+forged+"\nMax-Forwards: 70", 1)
+	u.send(msg)
+	if res := u.final(3 * time.Second); !strings.HasPrefix(res, "SIP/2.0 403 ") {
+		t.Fatalf("INVITE with a wrong response answered %q; want 403", res)
+	}
+
+	_, addr2, _ := startServer(t, sip.WithAllow(netip.MustParsePrefix("192.0.2.0/24")))
+	u2 := dialRaw(t, addr2)
+	u2.send(invite(u2.local(), "not-allowed", "application/sdp", fmt.Sprintf(pcmuOffer, 40000)))
+	if res := u2.final(3 * time.Second); !strings.HasPrefix(res, "SIP/2.0 403 ") || !strings.Contains(res, "not allowed") {
+		t.Fatalf("INVITE from outside the allowlist answered %q; want 403", res)
+	}
+}
+
+func between(s, from, to string) string {
+	_, after, ok := strings.Cut(s, from)
+	if !ok {
+		return ""
+	}
+	v, _, _ := strings.Cut(after, to)
+	return v
+}

@@ -38,6 +38,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sipAddr := fs.String("sip", "", "also answer phone calls: `udp:ADDR` (e.g. udp:0.0.0.0:5060)")
 	sipAllow := fs.String("sip-allow", "", "accept INVITEs only from these `CIDRs` (comma-separated: a trunk's addresses)")
 	rtpTimeout := fs.Duration("rtp-timeout", hsip.DefaultRTPTimeout, "hang up a call whose caller sent no RTP for this long")
+	sipUser := fs.String("sip-user", "", "make callers authenticate (digest) as `NAME`, with the password in HOLDLINE_SIP_PASSWORD")
 	verbose := fs.Bool("v", false, "log debug detail")
 	var pf providerFlags
 	pf.register(fs)
@@ -113,7 +114,16 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if *sipAddr != "" {
-		stopSIP, err := serveSIP(ctx, *sipAddr, *sipAllow, *rtpTimeout, *name, newAgent, logger, stdout)
+		var sopts []hsip.Option
+		if *sipUser != "" {
+			pw := os.Getenv("HOLDLINE_SIP_PASSWORD")
+			if pw == "" {
+				ln.Close()
+				return fmt.Errorf("--sip-user %s: set HOLDLINE_SIP_PASSWORD to its password", *sipUser)
+			}
+			sopts = append(sopts, hsip.WithDigestAuth("holdline", *sipUser, pw))
+		}
+		stopSIP, err := serveSIP(ctx, *sipAddr, *sipAllow, *rtpTimeout, *name, newAgent, logger, stdout, sopts...)
 		if err != nil {
 			ln.Close()
 			return err
@@ -181,12 +191,12 @@ func portRange(s string) (uint16, uint16, error) {
 
 // serveSIP answers phone calls on spec ("udp:HOST:PORT") with the agent,
 // until ctx ends or the returned stop is called.
-func serveSIP(ctx context.Context, spec, allow string, rtpTimeout time.Duration, name string, newAgent hsip.AgentFunc, logger *slog.Logger, stdout io.Writer) (stop func(), err error) {
+func serveSIP(ctx context.Context, spec, allow string, rtpTimeout time.Duration, name string, newAgent hsip.AgentFunc, logger *slog.Logger, stdout io.Writer, extra ...hsip.Option) (stop func(), err error) {
 	network, addr, ok := strings.Cut(spec, ":")
 	if !ok || network != "udp" {
 		return nil, fmt.Errorf("--sip %q: want udp:HOST:PORT (UDP is the transport served)", spec)
 	}
-	opts := []hsip.Option{hsip.WithLogger(logger), hsip.WithRTPTimeout(rtpTimeout)}
+	opts := append([]hsip.Option{hsip.WithLogger(logger), hsip.WithRTPTimeout(rtpTimeout)}, extra...)
 	if allow != "" {
 		for _, f := range strings.Split(allow, ",") {
 			p, err := netip.ParsePrefix(strings.TrimSpace(f))
