@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -154,6 +155,11 @@ func callerVoice(t *testing.T, text string) []int16 {
 // longAnswer in espeak-ng's voice, and returns the line and the call's
 // events.
 func echoCall(t *testing.T, ctx context.Context) (*echoLine, *recorder) {
+	return echoCallOn(t, ctx, 120*time.Millisecond, -6)
+}
+
+// echoCallOn is echoCall on a line with this echo.
+func echoCallOn(t *testing.T, ctx context.Context, delay time.Duration, gainDB float64) (*echoLine, *recorder) {
 	t.Helper()
 	if _, err := exec.LookPath("espeak-ng"); err != nil {
 		t.Skip("espeak-ng is missing (make test installs it)")
@@ -190,7 +196,8 @@ func echoCall(t *testing.T, ctx context.Context) (*echoLine, *recorder) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sctx, stop := context.WithCancel(ctx)
+	// The server outlives ctx until cleanup, so the caller's BYE is answered.
+	sctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.ServeUDP(sctx, conn) }()
 	t.Cleanup(func() {
@@ -198,7 +205,7 @@ func echoCall(t *testing.T, ctx context.Context) (*echoLine, *recorder) {
 		stop()
 		<-done
 	})
-	line := newEchoLine(t, 120*time.Millisecond, -6)
+	line := newEchoLine(t, delay, gainDB)
 	u := dialRaw(t, netip.MustParseAddrPort(conn.LocalAddr().String()))
 	u.send(invite(u.local(), "echo-"+t.Name(), "application/sdp", fmt.Sprintf(pcmuOffer, line.port())))
 	res := u.final(3 * time.Second)
@@ -209,6 +216,12 @@ func echoCall(t *testing.T, ctx context.Context) (*echoLine, *recorder) {
 	u.send(fmt.Sprintf("ACK sip:agent@127.0.0.1 SIP/2.0\nVia: SIP/2.0/UDP %[1]s;branch=z9hG4bK-ack\nFrom: <sip:caller@%[1]s>;tag=%[2]s\nTo: %[3]s\nCall-ID: %[2]s\nCSeq: 1 ACK\nMax-Forwards: 70\nContent-Length: 0\n\n",
 		u.local(), "echo-"+t.Name(), header(res, "To")))
 	line.run(ctx)
+	// The caller hangs up first, so the server has no BYE to wait on.
+	t.Cleanup(func() {
+		u.send(fmt.Sprintf("BYE sip:agent@127.0.0.1 SIP/2.0\nVia: SIP/2.0/UDP %[1]s;branch=z9hG4bK-bye\nFrom: <sip:caller@%[1]s>;tag=%[2]s\nTo: %[3]s\nCall-ID: %[2]s\nCSeq: 2 BYE\nMax-Forwards: 70\nContent-Length: 0\n\n",
+			u.local(), "echo-"+t.Name(), header(res, "To")))
+		u.final(2 * time.Second)
+	})
 	return line, rec
 }
 
@@ -277,5 +290,81 @@ func TestCallerInterruptsOverTheEchoOnThePhoneLine(t *testing.T) {
 	// tells an interruption from an answer that ran on (12 s long).
 	if d := e.Time.Sub(onset); d > 2*time.Second {
 		t.Errorf("the interruption came %v after the caller started; want within 2 s", d)
+	}
+}
+
+// The echo conditions of the barge-in corpus through real calls
+// (HOLDLINE_SIP_ECHO_SWEEP=1 go test -run TestEchoSweep -v ./sip; some
+// 3 minutes): for each delay and gain, a call whose line echoes the whole
+// 12 s answer (any interruption is a false barge-in), and a call in which
+// the caller talks over it 2.5 s in (it must interrupt).
+func TestEchoSweepOverPhoneCalls(t *testing.T) {
+	if os.Getenv("HOLDLINE_SIP_ECHO_SWEEP") == "" {
+		t.Skip("HOLDLINE_SIP_ECHO_SWEEP=1 runs the sweep")
+	}
+	voice := callerVoice(t, "Wait, I want to change the time of my booking please.")
+	type row struct {
+		delay   time.Duration
+		gain    float64
+		falseBI bool
+		pauses  int
+		latency time.Duration // -1: not interrupted
+	}
+	var rows []row
+	for _, delay := range []time.Duration{20 * time.Millisecond, 120 * time.Millisecond, 250 * time.Millisecond} {
+		for _, gain := range []float64{-3, -6, -12} {
+			r := row{delay: delay, gain: gain, latency: -1}
+			t.Run(fmt.Sprintf("echo/d%d/g%.0f", delay.Milliseconds(), gain), func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				_, rec := echoCallOn(t, ctx, delay, gain)
+				for !rec.find(events.PlayoutDone, longAnswer) && !rec.find(events.TurnInterrupted, "") && ctx.Err() == nil {
+					time.Sleep(50 * time.Millisecond)
+				}
+				r.falseBI = rec.find(events.TurnInterrupted, "")
+				for _, k := range rec.kinds() {
+					if strings.HasPrefix(k, string(events.BargeInSuspected)) {
+						r.pauses++
+					}
+				}
+			})
+			t.Run(fmt.Sprintf("bargein/d%d/g%.0f", delay.Milliseconds(), gain), func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				line, rec := echoCallOn(t, ctx, delay, gain)
+				for line.firstSound().IsZero() && ctx.Err() == nil {
+					time.Sleep(20 * time.Millisecond)
+				}
+				time.Sleep(time.Until(line.firstSound().Add(2500 * time.Millisecond)))
+				onset := time.Now()
+				line.say(voice)
+				for !rec.find(events.TurnInterrupted, "") && !rec.find(events.PlayoutDone, longAnswer) && ctx.Err() == nil {
+					time.Sleep(10 * time.Millisecond)
+				}
+				if e, ok := rec.first(events.TurnInterrupted); ok {
+					r.latency = e.Time.Sub(onset)
+				}
+			})
+			rows = append(rows, r)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n| delay | gain | echo only: interrupted itself | pauses | caller over it: interrupted after |\n|---|---|---|---|---|\n")
+	falses, misses := 0, 0
+	for _, r := range rows {
+		lat := "not interrupted"
+		if r.latency >= 0 {
+			lat = r.latency.Round(time.Millisecond).String()
+		} else {
+			misses++
+		}
+		if r.falseBI {
+			falses++
+		}
+		fmt.Fprintf(&b, "| %v | %.0f dB | %v | %d | %s |\n", r.delay, r.gain, r.falseBI, r.pauses, lat)
+	}
+	t.Logf("%s%d of %d echo-only calls interrupted themselves; %d of %d barge-ins missed", b.String(), falses, len(rows), misses, len(rows))
+	if falses > 0 || misses > 0 {
+		t.Errorf("%d false barge-ins, %d missed", falses, misses)
 	}
 }
