@@ -283,7 +283,11 @@ func TestCallerInterruptsOverTheEchoOnThePhoneLine(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	e, _ := rec.first(events.TurnInterrupted)
-	t.Logf("interrupted %v after the caller started (event %s, reason %s)", e.Time.Sub(onset).Round(time.Millisecond), e.Kind, e.Reason)
+	paused := "never"
+	if p, ok := rec.first(events.BargeInSuspected); ok && p.Time.After(onset) {
+		paused = p.Time.Sub(onset).Round(time.Millisecond).String()
+	}
+	t.Logf("the agent paused %s and its turn was cut %v after the caller started (reason %s)", paused, e.Time.Sub(onset).Round(time.Millisecond), e.Reason)
 	// The call's first turn: the canceller is still learning the line,
 	// where bargein-eval measures detection p95 at 640 ms at 8 kHz; the
 	// caller's voice also starts after espeak-ng's lead-in. Two seconds
@@ -308,12 +312,13 @@ func TestEchoSweepOverPhoneCalls(t *testing.T) {
 		gain    float64
 		falseBI bool
 		pauses  int
-		latency time.Duration // -1: not interrupted
+		paused  time.Duration // the output paused on suspicion; -1: never
+		latency time.Duration // the turn was cut; -1: not interrupted
 	}
 	var rows []row
 	for _, delay := range []time.Duration{20 * time.Millisecond, 120 * time.Millisecond, 250 * time.Millisecond} {
 		for _, gain := range []float64{-3, -6, -12} {
-			r := row{delay: delay, gain: gain, latency: -1}
+			r := row{delay: delay, gain: gain, paused: -1, latency: -1}
 			t.Run(fmt.Sprintf("echo/d%d/g%.0f", delay.Milliseconds(), gain), func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 				defer cancel()
@@ -344,12 +349,22 @@ func TestEchoSweepOverPhoneCalls(t *testing.T) {
 				if e, ok := rec.first(events.TurnInterrupted); ok {
 					r.latency = e.Time.Sub(onset)
 				}
+				// The first pause after the onset is when the caller
+				// stopped hearing the agent.
+				rec.mu.Lock()
+				for _, e := range rec.evs {
+					if e.Kind == events.BargeInSuspected && e.Time.After(onset) {
+						r.paused = e.Time.Sub(onset)
+						break
+					}
+				}
+				rec.mu.Unlock()
 			})
 			rows = append(rows, r)
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n| delay | gain | echo only: interrupted itself | pauses | caller over it: interrupted after |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "\n| delay | gain | echo only: interrupted itself | pauses | caller over it: agent paused after | turn cut after |\n|---|---|---|---|---|---|\n")
 	falses, misses := 0, 0
 	for _, r := range rows {
 		lat := "not interrupted"
@@ -361,7 +376,11 @@ func TestEchoSweepOverPhoneCalls(t *testing.T) {
 		if r.falseBI {
 			falses++
 		}
-		fmt.Fprintf(&b, "| %v | %.0f dB | %v | %d | %s |\n", r.delay, r.gain, r.falseBI, r.pauses, lat)
+		paused := "never"
+		if r.paused >= 0 {
+			paused = r.paused.Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(&b, "| %v | %.0f dB | %v | %d | %s | %s |\n", r.delay, r.gain, r.falseBI, r.pauses, paused, lat)
 	}
 	t.Logf("%s%d of %d echo-only calls interrupted themselves; %d of %d barge-ins missed", b.String(), falses, len(rows), misses, len(rows))
 	if falses > 0 || misses > 0 {
