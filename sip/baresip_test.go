@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/examples/booking"
 	"github.com/holdline/holdline/runtime"
-	"github.com/holdline/holdline/sip"
 	"github.com/holdline/holdline/stt/pocketsphinx"
 	"github.com/holdline/holdline/tts/espeak"
 )
@@ -91,14 +89,7 @@ func TestBaresipCallsTheBookingAgent(t *testing.T) {
 		agent := booking.New(booking.NewRestaurant(10), booking.WithModel(booking.NewDemoModel()), booking.WithSTT(ears), booking.WithTTS(voice))
 		enter := agent.OnEnter
 		agent.OnEnter = func(ctx context.Context, s *runtime.Session) error {
-			sub := s.Subscribe(4096)
-			go func() {
-				for e := range sub.C() {
-					rec.mu.Lock()
-					rec.evs = append(rec.evs, e)
-					rec.mu.Unlock()
-				}
-			}()
+			rec.attach(s)
 			if enter != nil {
 				return enter(ctx, s)
 			}
@@ -106,28 +97,14 @@ func TestBaresipCallsTheBookingAgent(t *testing.T) {
 		}
 		return agent, func() { ears.Close() }, nil
 	}
-	srv, err := sip.New(newAgent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, addr := serveAgent(t, newAgent)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	served := make(chan error, 1)
-	go func() { served <- srv.ServeUDP(ctx, conn) }()
-	defer func() {
-		srv.Close()
-		cancel()
-		<-served
-	}()
 
 	// The greeting takes about 7 s: the caller speaks after it, then
 	// listens to the booking.
 	home, _ := baresipHome(t, "Book a table for two at seven.", 8, 25)
-	cmd := exec.CommandContext(ctx, baresip, "-f", home, "-e", "/dial sip:agent@"+conn.LocalAddr().String(), "-t", "60")
+	cmd := exec.CommandContext(ctx, baresip, "-f", home, "-e", "/dial sip:agent@"+addr.String(), "-t", "60")
 	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

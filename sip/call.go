@@ -57,8 +57,6 @@ type call struct {
 	notify    chan int // a transfer's NOTIFY status codes, while one is under way
 }
 
-func (c *call) remoteTarget() sipmsg.Uri { return c.target }
-
 // newCall makes the call of a dialog whose media the other side described
 // in remote (its offer, or its answer to ours), on the RTP socket conn,
 // which it owns from then on.
@@ -119,9 +117,6 @@ func newSessionID() string {
 	_, _ = rand.Read(b[:])
 	return "sip_" + hex.EncodeToString(b[:])
 }
-
-// Session is the call's session, for events and tests.
-func (c *call) Session() *runtime.Session { return c.sess }
 
 // answerSDP is the call's current answer; bump makes it a new version (a
 // re-INVITE's answer).

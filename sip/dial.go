@@ -97,8 +97,7 @@ func (s *Server) Call(ctx context.Context, target string) error {
 		c.target = uri
 	}
 	if !s.add(c) {
-		c.leg.conn.Close()
-		c.release()
+		c.close()
 		return bye(errors.New("sip: server closed"))
 	}
 	s.wg.Add(1)

@@ -21,7 +21,6 @@ import (
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/scripted"
-	"github.com/holdline/holdline/sip"
 	"github.com/holdline/holdline/tts/espeak"
 )
 
@@ -176,37 +175,15 @@ func echoCallOn(t *testing.T, ctx context.Context, delay time.Duration, gainDB f
 		return &runtime.Agent{
 			Name: "phone", Model: model, TTS: voice, STT: scripted.NewSTT(),
 			OnEnter: func(ctx context.Context, s *runtime.Session) error {
-				sub := s.Subscribe(4096)
-				go func() {
-					for e := range sub.C() {
-						rec.mu.Lock()
-						rec.evs = append(rec.evs, e)
-						rec.mu.Unlock()
-					}
-				}()
+				rec.attach(s)
 				return s.GenerateReply(ctx, "")
 			},
 		}, nil, nil
 	}
-	srv, err := sip.New(newAgent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The server outlives ctx until cleanup, so the caller's BYE is answered.
-	sctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.ServeUDP(sctx, conn) }()
-	t.Cleanup(func() {
-		srv.Close()
-		stop()
-		<-done
-	})
+	// The server lives until cleanup, after the caller's BYE.
+	_, addr := serveAgent(t, newAgent)
 	line := newEchoLine(t, delay, gainDB)
-	u := dialRaw(t, netip.MustParseAddrPort(conn.LocalAddr().String()))
+	u := dialRaw(t, addr)
 	u.send(invite(u.local(), "echo-"+t.Name(), "application/sdp", fmt.Sprintf(pcmuOffer, line.port())))
 	res := u.final(3 * time.Second)
 	if !strings.HasPrefix(res, "SIP/2.0 200 ") {

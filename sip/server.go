@@ -43,7 +43,6 @@ type config struct {
 	maxCalls    int
 	mediaAddr   netip.Addr
 	sessionOpts []runtime.Option
-	userAgent   string
 	symmetric   bool
 	auth        *digestAuth
 }
@@ -127,13 +126,13 @@ type Server struct {
 
 // New returns a Server that runs newAgent's agent on every call.
 func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
-	cfg := config{log: slog.Default(), rtpTimeout: DefaultRTPTimeout, maxCalls: DefaultMaxCalls, userAgent: "Holdline"}
+	cfg := config{log: slog.Default(), rtpTimeout: DefaultRTPTimeout, maxCalls: DefaultMaxCalls}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
 	}
-	ua, err := sipgo.NewUA(sipgo.WithUserAgent(cfg.userAgent))
+	ua, err := sipgo.NewUA(sipgo.WithUserAgent("Holdline"))
 	if err != nil {
 		return nil, fmt.Errorf("sip: %w", err)
 	}
@@ -260,6 +259,27 @@ func respond(tx sipmsg.ServerTransaction, req *sipmsg.Request, code int, reason,
 	_ = tx.Respond(res)
 }
 
+// refuseOffer answers an offer ParseOffer refused: 488 when it has no
+// audio, 400 when it is malformed.
+func refuseOffer(tx sipmsg.ServerTransaction, req *sipmsg.Request, err error) {
+	if errors.Is(err, ErrNoAudio) {
+		respond(tx, req, 488, "Not Acceptable Here", err.Error())
+		return
+	}
+	respond(tx, req, 400, "Bad Request", err.Error())
+}
+
+// mediaType is the request body's media type, lower case without
+// parameters ("" without a Content-Type).
+func mediaType(req *sipmsg.Request) string {
+	h := req.ContentType()
+	if h == nil {
+		return ""
+	}
+	t, _, _ := strings.Cut(h.Value(), ";")
+	return strings.ToLower(strings.TrimSpace(t))
+}
+
 func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 	if to := req.To(); to != nil {
 		if _, ok := to.Params.Get("tag"); ok {
@@ -302,17 +322,13 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 		respond(tx, req, 488, "Not Acceptable Here", "an SDP offer is required in the INVITE")
 		return
 	}
-	if ct := req.ContentType(); ct != nil && !strings.EqualFold(strings.TrimSpace(strings.Split(ct.Value(), ";")[0]), "application/sdp") {
+	if ct := mediaType(req); ct != "" && ct != "application/sdp" {
 		respond(tx, req, 415, "Unsupported Media Type", "the body must be application/sdp")
 		return
 	}
 	offer, err := ParseOffer(req.Body())
 	if err != nil {
-		code, reason := 400, "Bad Request"
-		if errors.Is(err, ErrNoAudio) {
-			code, reason = 488, "Not Acceptable Here"
-		}
-		respond(tx, req, code, reason, err.Error())
+		refuseOffer(tx, req, err)
 		return
 	}
 	chosen, err := Negotiate(offer, supportedCodecs)
@@ -421,11 +437,7 @@ func (s *Server) onReinvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 	}
 	offer, err := ParseOffer(req.Body())
 	if err != nil {
-		code, reason := 400, "Bad Request"
-		if errors.Is(err, ErrNoAudio) {
-			code, reason = 488, "Not Acceptable Here"
-		}
-		respond(tx, req, code, reason, err.Error())
+		refuseOffer(tx, req, err)
 		return
 	}
 	if err := c.reoffer(offer); err != nil {
@@ -455,12 +467,8 @@ func (s *Server) onInfo(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 // infoDigit reads the digit of a DTMF INFO body: "Signal=5\r\nDuration=160"
 // (application/dtmf-relay) or "5" (application/dtmf).
 func infoDigit(req *sipmsg.Request) (rune, bool) {
-	ct := ""
-	if h := req.ContentType(); h != nil {
-		ct = strings.ToLower(strings.TrimSpace(strings.Split(h.Value(), ";")[0]))
-	}
 	body := strings.TrimSpace(string(req.Body()))
-	switch ct {
+	switch mediaType(req) {
 	case "application/dtmf-relay":
 		for _, line := range strings.Split(body, "\n") {
 			k, v, ok := strings.Cut(line, "=")

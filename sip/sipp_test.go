@@ -87,18 +87,31 @@ func startServer(t *testing.T, opts ...sip.Option) (*sip.Server, netip.AddrPort,
 		return &runtime.Agent{
 			Name: "phone", Instructions: "Be brief.", Model: model, TTS: voice, STT: scripted.NewSTT(),
 			OnEnter: func(ctx context.Context, s *runtime.Session) error {
-				sub := s.Subscribe(4096)
-				go func() {
-					for e := range sub.C() {
-						rec.mu.Lock()
-						rec.evs = append(rec.evs, e)
-						rec.mu.Unlock()
-					}
-				}()
+				rec.attach(s)
 				return s.GenerateReply(ctx, "")
 			},
 		}, nil, nil
 	}
+	srv, addr := serveAgent(t, newAgent, opts...)
+	return srv, addr, rec
+}
+
+// attach records s's events from now on.
+func (r *recorder) attach(s *runtime.Session) {
+	sub := s.Subscribe(4096)
+	go func() {
+		for e := range sub.C() {
+			r.mu.Lock()
+			r.evs = append(r.evs, e)
+			r.mu.Unlock()
+		}
+	}()
+}
+
+// serveAgent serves SIP on a loopback port with newAgent until the test
+// ends.
+func serveAgent(t *testing.T, newAgent sip.AgentFunc, opts ...sip.Option) (*sip.Server, netip.AddrPort) {
+	t.Helper()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	srv, err := sip.New(newAgent, append([]sip.Option{sip.WithLogger(logger)}, opts...)...)
 	if err != nil {
@@ -118,7 +131,7 @@ func startServer(t *testing.T, opts ...sip.Option) (*sip.Server, netip.AddrPort,
 			t.Errorf("ServeUDP: %v", err)
 		}
 	})
-	return srv, netip.MustParseAddrPort(conn.LocalAddr().String()), rec
+	return srv, netip.MustParseAddrPort(conn.LocalAddr().String())
 }
 
 // listener is the RTP endpoint the caller's SDP names: it counts and

@@ -96,7 +96,7 @@ func Transfer(ctx context.Context, target string, opts ...TransferOption) error 
 		c.mu.Unlock()
 	}()
 
-	req := sipmsg.NewRequest(sipmsg.REFER, c.remoteTarget())
+	req := sipmsg.NewRequest(sipmsg.REFER, c.target)
 	req.AppendHeader(sipmsg.NewHeader("Refer-To", "<"+to.String()+">"))
 	req.AppendHeader(sipmsg.NewHeader("Referred-By", "<"+c.s.contactURI()+">"))
 	if cfg.token != "" {

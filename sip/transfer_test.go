@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,23 +118,9 @@ func TestBlindTransferWithHandoffToken(t *testing.T) {
 			},
 		}, nil, nil
 	}
-	srv, err := sip.New(newAgent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, _ := serveAgent(t, newAgent)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	served := make(chan error, 1)
-	go func() { served <- srv.ServeUDP(ctx, conn) }()
-	defer func() {
-		srv.Close()
-		cancel()
-		<-served
-	}()
 
 	dir := t.TempDir()
 	sf := filepath.Join(dir, "refer.xml")
