@@ -15,6 +15,7 @@ import (
 	"github.com/emiago/sipgo"
 	sipmsg "github.com/emiago/sipgo/sip"
 
+	"github.com/holdline/holdline/media/dtmf"
 	"github.com/holdline/holdline/runtime"
 )
 
@@ -485,11 +486,8 @@ func infoDigit(req *sipmsg.Request) (rune, bool) {
 		return 0, false
 	}
 	d := rune(strings.ToUpper(body)[0])
-	return d, isDigit(d)
-}
-
-func isDigit(d rune) bool {
-	return d >= '0' && d <= '9' || d == '*' || d == '#' || d >= 'A' && d <= 'D'
+	_, ok := dtmf.DigitCode(d)
+	return d, ok
 }
 
 // onRefer refuses transfers asked of Holdline: a caller's phone cannot
