@@ -91,7 +91,7 @@ func (s *Server) newCall(id string, dlg dialog, conn *net.UDPConn, remote MediaO
 		return nil, err
 	}
 	c.leg.symmetric = s.cfg.symmetric
-	c.leg.pacing = &s.pacing
+	c.leg.pacer = s.pacer
 	c.leg.setRemote(netip.AddrPortFrom(remote.Addr, uint16(remote.Port)), c.direction)
 	opts := []runtime.Option{
 		runtime.WithID(newSessionID()),

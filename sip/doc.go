@@ -11,9 +11,12 @@
 // common, 415 for a body that is not SDP, 403 for a source outside the
 // allowlist (WithAllow), 486 when every line is taken.
 //
-// The leg sends one RTP packet per player frame (20 ms), so the session's
-// paced player is the send clock and the echo canceller's reference is
-// exactly what went out. The caller's packets go through a jitter buffer
+// The leg makes one RTP packet per player frame (20 ms), so the echo
+// canceller's reference is exactly what went out, and the server's pacer,
+// a thread of its own, sends every call's packets one per 20 ms at the
+// same instant of each period, however busy the goroutines are
+// (WithRealtimePacing gives it real-time priority). The caller's packets
+// go through a jitter buffer
 // (media/jitter: reordering, concealment of losses, late packets dropped)
 // and reach the session one frame per period, at 8 kHz for G.711 (judged
 // and recognised as they came) or 16 kHz for Opus. A caller that sends no

@@ -38,6 +38,9 @@ type legStats struct {
 	Bad                   uint64 // not RTP, or a payload type not negotiated
 	Late, Lost            uint64 // arrived after their slot; slots concealed
 	DTMF                  uint64
+	// Gaps are beats the pacer found nothing of ours to send (the player
+	// late); Dropped, packets it had no room for.
+	Gaps, Dropped uint64
 }
 
 // leg is the RTP side of a call: it owns the UDP socket, sends the
@@ -73,11 +76,11 @@ type leg struct {
 		payload []byte
 		packet  []byte
 	}
+	lane      atomic.Pointer[lane] // where packets go, from the start of run
+	pacer     *pacer               // sends the leg's packets on its schedule; set before run
 	badLogged atomic.Bool
-	pacing    *pacing // where send spacing is recorded, if anywhere
-	lastSend  time.Time
 
-	packetsIn, packetsOut, bad, keysIn atomic.Uint64
+	packetsIn, bad, keysIn atomic.Uint64
 }
 
 // listenRTP opens a leg's UDP socket on host (port chosen by the system).
@@ -135,10 +138,9 @@ func (l *leg) setRemote(addr netip.AddrPort, direction string) {
 	l.lastRx.Store(time.Now().UnixNano())
 }
 
-// WriteFrame sends one frame of the agent's audio as one RTP packet: a
-// media.Sink for the session's player, so packets are paced by the player.
-// It never blocks for long and never fails the player: a frame that cannot
-// go is dropped.
+// WriteFrame queues one frame of the agent's audio as one RTP packet for
+// the pacer: a media.Sink for the session's player. It never blocks for
+// long and never fails the player: a frame that cannot go is dropped.
 func (l *leg) WriteFrame(f media.Frame) error {
 	o := &l.out
 	o.mu.Lock()
@@ -150,8 +152,8 @@ func (l *leg) WriteFrame(f media.Frame) error {
 	marker := !o.started
 	o.started = true
 	defer func() { o.seq++; o.ts += step }()
-	remote := l.remote.Load()
-	if !l.sending.Load() || remote == nil || !remote.IsValid() {
+	remote, ln := l.remote.Load(), l.lane.Load()
+	if ln == nil || !l.sending.Load() || remote == nil || !remote.IsValid() {
 		return nil
 	}
 	payload, err := l.codec.Encode(o.payload[:0], f.Samples)
@@ -163,50 +165,8 @@ func (l *leg) WriteFrame(f media.Frame) error {
 	if err != nil {
 		return nil
 	}
-	if _, err := l.conn.WriteToUDPAddrPort(o.packet[:n], *remote); err == nil {
-		l.packetsOut.Add(1)
-		now := time.Now()
-		if l.pacing != nil && !l.lastSend.IsZero() {
-			l.pacing.record(now.Sub(l.lastSend) - l.frame)
-		}
-		l.lastSend = now
-	}
+	ln.push(o.packet[:n], *remote)
 	return nil
-}
-
-// pacing is a histogram of how far apart a server's RTP packets went from
-// the 20 ms they should be, in 0.1 ms steps up to 100 ms.
-type pacing struct {
-	buckets [1001]atomic.Uint64
-}
-
-func (p *pacing) record(dev time.Duration) {
-	if dev < 0 {
-		dev = -dev
-	}
-	i := int(dev / (100 * time.Microsecond))
-	p.buckets[min(i, len(p.buckets)-1)].Add(1)
-}
-
-// quantile returns the deviation below which q of the packets fell, and
-// how many packets were counted.
-func (p *pacing) quantile(q float64) (time.Duration, uint64) {
-	var total uint64
-	for i := range p.buckets {
-		total += p.buckets[i].Load()
-	}
-	if total == 0 {
-		return 0, 0
-	}
-	want := uint64(q * float64(total))
-	var seen uint64
-	for i := range p.buckets {
-		seen += p.buckets[i].Load()
-		if seen > want || seen == total {
-			return time.Duration(i+1) * 100 * time.Microsecond, total
-		}
-	}
-	return time.Duration(len(p.buckets)) * 100 * time.Microsecond, total
 }
 
 // run reads and plays the caller's audio until ctx ends, the socket fails
@@ -215,6 +175,14 @@ func (l *leg) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	l.lastRx.Store(time.Now().UnixNano())
+	if l.pacer != nil {
+		ln, err := l.pacer.add(l.conn)
+		if err != nil {
+			return err
+		}
+		l.lane.Store(ln)
+		defer ln.remove()
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		<-ctx.Done()
@@ -336,8 +304,13 @@ func (l *leg) play(ctx context.Context) error {
 // Stats returns the leg's counters.
 func (l *leg) Stats() legStats {
 	js := l.jb.Stats()
+	var out laneStats
+	if ln := l.lane.Load(); ln != nil {
+		out = ln.stats()
+	}
 	return legStats{
-		PacketsIn: l.packetsIn.Load(), PacketsOut: l.packetsOut.Load(), Bad: l.bad.Load(),
+		PacketsIn: l.packetsIn.Load(), PacketsOut: out.Sent, Bad: l.bad.Load(),
 		Late: js.Late, Lost: js.Concealed, DTMF: l.keysIn.Load(),
+		Gaps: out.Underruns, Dropped: out.Overruns + out.Errors,
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/emiago/sipgo"
 	sipmsg "github.com/emiago/sipgo/sip"
 
+	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/media/dtmf"
 	"github.com/holdline/holdline/runtime"
 )
@@ -45,6 +46,7 @@ type config struct {
 	mediaAddr   netip.Addr
 	sessionOpts []runtime.Option
 	symmetric   bool
+	realtime    bool
 	auth        *digestAuth
 }
 
@@ -95,6 +97,13 @@ func WithMediaAddr(a netip.Addr) Option {
 // behind a NAT that rewrites neither.
 func WithSymmetricRTP() Option { return func(c *config) error { c.symmetric = true; return nil } }
 
+// WithRealtimePacing runs the thread that sends every call's RTP at
+// real-time priority (SCHED_FIFO), as media servers run their timing
+// threads, so that packets leave on time however busy the machine is. It
+// needs root or CAP_SYS_NICE; without them the server logs a warning and
+// paces at normal priority. Linux only.
+func WithRealtimePacing() Option { return func(c *config) error { c.realtime = true; return nil } }
+
 // WithSessionOptions adds options to every call's runtime.Session.
 func WithSessionOptions(opts ...runtime.Option) Option {
 	return func(c *config) error { c.sessionOpts = append(c.sessionOpts, opts...); return nil }
@@ -121,7 +130,7 @@ type Server struct {
 	contact sipmsg.ContactHeader
 	calls   map[string]*call // by Call-ID
 	closed  bool
-	pacing  pacing
+	pacer   *pacer // every call's RTP goes out on its schedule
 	wg      sync.WaitGroup
 }
 
@@ -147,7 +156,12 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 		ua.Close()
 		return nil, fmt.Errorf("sip: %w", err)
 	}
-	s := &Server{cfg: cfg, newAgent: newAgent, ua: ua, srv: srv, client: client, calls: map[string]*call{}, serving: make(chan struct{})}
+	p, err := newPacer(media.DefaultFrameDuration, cfg.realtime, cfg.log)
+	if err != nil {
+		ua.Close()
+		return nil, err
+	}
+	s := &Server{cfg: cfg, newAgent: newAgent, ua: ua, srv: srv, client: client, calls: map[string]*call{}, serving: make(chan struct{}), pacer: p}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	srv.OnInvite(s.onInvite)
 	srv.OnAck(s.onAck)
@@ -214,7 +228,30 @@ func (s *Server) Calls() int {
 // SendJitter returns the q-quantile (0.99 for p99) of how far the
 // spacing of the RTP packets this server sent strayed from 20 ms, in steps
 // of 0.1 ms, and how many spacings were counted.
-func (s *Server) SendJitter(q float64) (time.Duration, uint64) { return s.pacing.quantile(q) }
+func (s *Server) SendJitter(q float64) (time.Duration, uint64) {
+	return quantile(s.pacer.histogram(), q)
+}
+
+// quantile returns the value below which q of a histogram's counts fell,
+// the histogram counting in 0.1 ms steps, and the total count.
+func quantile(hist []uint64, q float64) (time.Duration, uint64) {
+	var total uint64
+	for _, n := range hist {
+		total += n
+	}
+	if total == 0 {
+		return 0, 0
+	}
+	want := uint64(q * float64(total))
+	var seen uint64
+	for i, n := range hist {
+		seen += n
+		if seen > want || seen == total {
+			return time.Duration(i+1) * 100 * time.Microsecond, total
+		}
+	}
+	return time.Duration(len(hist)) * 100 * time.Microsecond, total
+}
 
 // Close hangs up every call (BYE), waits for them to end, and stops
 // serving.
@@ -224,6 +261,7 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
+	s.pacer.free()
 	return s.ua.Close()
 }
 

@@ -25,6 +25,7 @@ func callCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	sipAddr := fs.String("sip", "udp:127.0.0.1:0", "where to take the callee's answers and BYE: `udp:ADDR`")
 	maxDur := fs.Duration("max-duration", 10*time.Minute, "hang up after this long")
 	rtpTimeout := fs.Duration("rtp-timeout", hsip.DefaultRTPTimeout, "hang up when the callee sends no RTP for this long")
+	rtpRealtime := fs.Bool("rtp-realtime", false, "send RTP from a real-time priority thread (needs root or CAP_SYS_NICE)")
 	verbose := fs.Bool("v", false, "log debug detail")
 	var pf providerFlags
 	pf.register(fs)
@@ -76,7 +77,11 @@ func callCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		return agent, func() { prov.Close() }, nil
 	}
-	srv, err := hsip.New(newAgent, hsip.WithLogger(logger), hsip.WithRTPTimeout(*rtpTimeout))
+	opts := []hsip.Option{hsip.WithLogger(logger), hsip.WithRTPTimeout(*rtpTimeout)}
+	if *rtpRealtime {
+		opts = append(opts, hsip.WithRealtimePacing())
+	}
+	srv, err := hsip.New(newAgent, opts...)
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sipAddr := fs.String("sip", "", "also answer phone calls: `udp:ADDR` (e.g. udp:0.0.0.0:5060)")
 	sipAllow := fs.String("sip-allow", "", "accept INVITEs only from these `CIDRs` (comma-separated: a trunk's addresses)")
 	rtpTimeout := fs.Duration("rtp-timeout", hsip.DefaultRTPTimeout, "hang up a call whose caller sent no RTP for this long")
+	rtpRealtime := fs.Bool("rtp-realtime", false, "send RTP from a real-time priority thread (needs root or CAP_SYS_NICE): on time however busy the machine")
 	sipUser := fs.String("sip-user", "", "make callers authenticate (digest) as `NAME`, with the password in HOLDLINE_SIP_PASSWORD")
 	verbose := fs.Bool("v", false, "log debug detail")
 	var pf providerFlags
@@ -115,6 +116,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *sipAddr != "" {
 		var sopts []hsip.Option
+		if *rtpRealtime {
+			sopts = append(sopts, hsip.WithRealtimePacing())
+		}
 		if *sipUser != "" {
 			pw := os.Getenv("HOLDLINE_SIP_PASSWORD")
 			if pw == "" {
