@@ -21,6 +21,9 @@ import (
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/scripted"
+	"github.com/holdline/holdline/sip"
+	"github.com/holdline/holdline/stt"
+	"github.com/holdline/holdline/tts"
 	"github.com/holdline/holdline/tts/espeak"
 )
 
@@ -37,6 +40,12 @@ type echoLine struct {
 	delay     []int16 // a FIFO of the echo's samples, as long as the delay
 	mu        sync.Mutex
 	speech    []int16 // the caller's voice still to say
+	cue       []int16 // the caller's voice to start with the agent's next sound
+	cueArmed  bool
+	quiet     int       // quiet packets from Holdline since the cue was armed
+	cueAt     time.Time // when the cue started
+	noise     []int16 // background, looped from the start of the call
+	noiseAt   int
 	firstLoud time.Time
 }
 
@@ -61,6 +70,34 @@ func (e *echoLine) say(pcm []int16) {
 	e.mu.Lock()
 	e.speech = append(e.speech, pcm...)
 	e.mu.Unlock()
+}
+
+// sayWithAgent queues the caller's voice (8 kHz) to start the moment the
+// agent's first audible packet arrives, so that it keeps its place
+// against the agent's speech.
+func (e *echoLine) sayWithAgent(pcm []int16) {
+	e.mu.Lock()
+	e.cue, e.cueArmed, e.quiet = pcm, true, cueQuiet
+	e.mu.Unlock()
+}
+
+// sayWithAgentsNext is sayWithAgent for the agent's next utterance: the
+// cue starts at the first audible packet after at least 100 ms of quiet.
+func (e *echoLine) sayWithAgentsNext(pcm []int16) {
+	e.mu.Lock()
+	e.cue, e.cueArmed, e.quiet = pcm, true, 0
+	e.mu.Unlock()
+}
+
+// cueQuiet is how many quiet packets before an utterance's first sound
+// tell it from the end of the one before.
+const cueQuiet = 5
+
+// cueStart is when the caller's cued voice started (zero: not yet).
+func (e *echoLine) cueStart() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.cueAt
 }
 
 // firstSound is when the first audible packet from Holdline arrived.
@@ -94,6 +131,16 @@ func (e *echoLine) run(ctx context.Context) {
 			if loud && e.firstLoud.IsZero() {
 				e.firstLoud = time.Now()
 			}
+			switch {
+			case !e.cueArmed:
+			case loud && e.quiet >= cueQuiet:
+				e.speech = append(e.speech, e.cue...)
+				e.cueArmed, e.cueAt = false, time.Now()
+			case loud:
+				e.quiet = 0
+			default:
+				e.quiet++
+			}
 			e.mu.Unlock()
 		}
 	}()
@@ -117,6 +164,10 @@ func (e *echoLine) run(ctx context.Context) {
 				}
 				if i < len(e.speech) {
 					v += float64(e.speech[i])
+				}
+				if len(e.noise) > 0 {
+					v += float64(e.noise[e.noiseAt])
+					e.noiseAt = (e.noiseAt + 1) % len(e.noise)
 				}
 				out[i] = g711.EncodeUlawFrame(int16(max(-32768, min(32767, v))))
 			}
@@ -163,23 +214,38 @@ func echoCallOn(t *testing.T, ctx context.Context, delay time.Duration, gainDB f
 	if _, err := exec.LookPath("espeak-ng"); err != nil {
 		t.Skip("espeak-ng is missing (make test installs it)")
 	}
-	rec := &recorder{}
-	newAgent := func(context.Context) (*runtime.Agent, func(), error) {
-		voice, err := espeak.New(espeak.WithSampleRate(8000))
-		if err != nil {
-			return nil, nil, err
+	return echoCallWith(t, ctx, delay, gainDB, func(rec *recorder) sip.AgentFunc {
+		return func(context.Context) (*runtime.Agent, func(), error) {
+			voice, err := espeak.New(espeak.WithSampleRate(8000))
+			if err != nil {
+				return nil, nil, err
+			}
+			return speakingAgent(rec, longAnswer, voice, scripted.NewSTT()), nil, nil
 		}
-		model := scripted.NewLLMFunc(func(llm.Request) scripted.Response {
-			return scripted.Response{TTFB: 50 * time.Millisecond, Text: longAnswer}
-		})
-		return &runtime.Agent{
-			Name: "phone", Model: model, TTS: voice, STT: scripted.NewSTT(),
-			OnEnter: func(ctx context.Context, s *runtime.Session) error {
-				rec.attach(s)
-				return s.GenerateReply(ctx, "")
-			},
-		}, nil, nil
+	})
+}
+
+// speakingAgent says text as soon as the call is up and records the
+// session's events.
+func speakingAgent(rec *recorder, text string, voice tts.Synthesizer, ears stt.Recognizer) *runtime.Agent {
+	model := scripted.NewLLMFunc(func(llm.Request) scripted.Response {
+		return scripted.Response{TTFB: 50 * time.Millisecond, Text: text}
+	})
+	return &runtime.Agent{
+		Name: "phone", Model: model, TTS: voice, STT: ears,
+		OnEnter: func(ctx context.Context, s *runtime.Session) error {
+			rec.attach(s)
+			return s.GenerateReply(ctx, "")
+		},
 	}
+}
+
+// echoCallWith places a call from an echoing line to the agent that
+// agent makes (with the recorder it is to attach to its session).
+func echoCallWith(t *testing.T, ctx context.Context, delay time.Duration, gainDB float64, agent func(*recorder) sip.AgentFunc) (*echoLine, *recorder) {
+	t.Helper()
+	rec := &recorder{}
+	newAgent := agent(rec)
 	// The server lives until cleanup, after the caller's BYE.
 	_, addr := serveAgent(t, newAgent)
 	line := newEchoLine(t, delay, gainDB)

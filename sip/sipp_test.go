@@ -60,6 +60,9 @@ func (r *recorder) kinds() []string {
 		if e.Text != "" {
 			s += "(" + e.Text + ")"
 		}
+		if e.Reason != "" {
+			s += "[" + e.Reason + "]"
+		}
 		out = append(out, s)
 	}
 	return out

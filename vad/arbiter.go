@@ -97,6 +97,7 @@ const (
 	ReasonNotConfirmed    = "not_confirmed"     // Resume: speech died out with the output's echo
 	ReasonBackchannel     = "backchannel"       // Resume, or a transcript dropped: "uh-huh", "yeah"
 	ReasonEchoTranscript  = "echo_transcript"   // Resume, or a transcript dropped: the words are what the agent just played
+	ReasonUnconfirmed     = "unconfirmed_words" // a transcript dropped: words over the agent whose speech was not confirmed as a barge-in
 )
 
 // ArbiterConfig tunes an [Arbiter]. Zero fields take the defaults.
@@ -420,6 +421,14 @@ func (a *Arbiter) Transcript(text, played string, agent Agent) (d Decision, keep
 			a.onset = a.elapsed
 		}
 		return a.confirm(ReasonTranscript), true
+	}
+	// Words that are neither echo nor backchannel, over an agent that is
+	// still speaking, of speech the voice activity did not take for a
+	// barge-in (it never rose to a suspicion, or the suspicion was ruled
+	// out): what a recogniser makes of noise and echo remains is words
+	// too, and they must not interrupt where the voice did not.
+	if a.state == stateQuiet && (agent == AgentAudible || (recent && agent != AgentSilent)) {
+		return Decision{Reason: ReasonUnconfirmed}, false
 	}
 	// Too few words to tell: keep listening.
 	return Decision{}, true

@@ -185,6 +185,29 @@ func TestArbiterTranscriptCheck(t *testing.T) {
 			t.Fatal("a yes to a question, long after, was dropped")
 		}
 	})
+	t.Run("words over the agent that the voice did not confirm are dropped", func(t *testing.T) {
+		// What pocketsphinx made of a noisy "yeah" over the echo.
+		const junk = "five a patio on yeah"
+		a := suspected(ArbiterConfig{})
+		feed(a, 0.05, time.Second, true) // the suspicion is ruled out
+		if d, keep := a.Transcript(junk, played, AgentAudible); keep || d.Reason != ReasonUnconfirmed {
+			t.Fatalf("after a resume: got %+v keep=%v, want dropped as unconfirmed", d, keep)
+		}
+		if d, keep := a.Transcript(junk, played, AgentTurn); keep || d.Reason != ReasonUnconfirmed {
+			t.Fatalf("after a resume, agent between sentences: got %+v keep=%v, want dropped", d, keep)
+		}
+		b := NewArbiter(ArbiterConfig{})
+		feed(b, 0.2, time.Second, true) // never a suspicion
+		if d, keep := b.Transcript(junk, played, AgentAudible); keep || d.Reason != ReasonUnconfirmed {
+			t.Fatalf("no suspicion: got %+v keep=%v, want dropped", d, keep)
+		}
+		if _, keep := b.Transcript(junk, played, AgentTurn); !keep {
+			t.Fatal("words while the agent is thinking, not speaking, were dropped")
+		}
+		if _, keep := b.Transcript(junk, played, AgentSilent); !keep {
+			t.Fatal("words once the agent is silent were dropped")
+		}
+	})
 	t.Run("transcripts while the agent is silent are the caller's", func(t *testing.T) {
 		a := NewArbiter(ArbiterConfig{})
 		if d, keep := a.Transcript("table for four", played, AgentSilent); d.Action != NoAction || !keep {
