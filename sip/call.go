@@ -174,7 +174,11 @@ func (c *call) serve(ctx context.Context, answer func() error) {
 	defer c.release()
 	if answer != nil {
 		if err := answer(); err != nil {
-			c.s.cfg.log.Warn("answering failed", "call_id", c.id, "err", err)
+			if errors.Is(err, sipmsg.ErrTransactionCanceled) {
+				c.s.cfg.log.Info("the caller hung up before the answer (CANCEL)", "call_id", c.id)
+			} else {
+				c.s.cfg.log.Warn("answering failed", "call_id", c.id, "err", err)
+			}
 			c.leg.conn.Close()
 			return
 		}

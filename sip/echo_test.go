@@ -44,7 +44,7 @@ type echoLine struct {
 	cueArmed  bool
 	quiet     int       // quiet packets from Holdline since the cue was armed
 	cueAt     time.Time // when the cue started
-	noise     []int16 // background, looped from the start of the call
+	noise     []int16   // background, looped from the start of the call
 	noiseAt   int
 	firstLoud time.Time
 }
