@@ -213,9 +213,12 @@ static hl_lane *hl_lane_add(hl_pacer *p, int fd, int *err) {
 	return l;
 }
 
-// hl_lane_remove takes l off the schedule and frees it; with the last lane
-// gone, the thread has ended when it returns.
-static void hl_lane_remove(hl_pacer *p, hl_lane *l) {
+// hl_lane_remove takes l off the schedule and frees it, leaving its final
+// counts in out; with the last lane gone, the thread has ended when it
+// returns.
+static void hl_lane_stats(hl_lane *l, uint64_t out[4]);
+
+static void hl_lane_remove(hl_pacer *p, hl_lane *l, uint64_t out[4]) {
 	pthread_mutex_lock(&p->mu);
 	for (int i = 0; i < p->n; i++) {
 		if (p->lanes[i] == l) {
@@ -224,6 +227,8 @@ static void hl_lane_remove(hl_pacer *p, hl_lane *l) {
 			break;
 		}
 	}
+	// The thread sends only while holding mu: l is no longer in use.
+	hl_lane_stats(l, out);
 	int join = p->n == 0 && p->running;
 	if (join) {
 		p->stop = 1;
@@ -459,8 +464,9 @@ func (l *lane) remove() {
 	if l.c == nil {
 		return
 	}
-	l.final = l.statsLocked()
-	C.hl_lane_remove(l.p.c, l.c)
+	var out [4]C.uint64_t
+	C.hl_lane_remove(l.p.c, l.c, &out[0])
+	l.final = laneStats{uint64(out[0]), uint64(out[1]), uint64(out[2]), uint64(out[3])}
 	l.c = nil
 }
 
