@@ -67,6 +67,9 @@ type conductor struct {
 	// for telling the agent's echo from the caller.
 	lastPlayed   string
 	lastPlayedAt time.Time
+
+	// userData is the application's, carried with the state.
+	userData map[string]json.RawMessage
 }
 
 // OutputPauser is implemented by Edges whose output can pause in place, for

@@ -44,6 +44,7 @@ type config struct {
 	input             InputConfig
 	journal           tools.Journal
 	continuous        bool
+	state             *State // to start from (WithState)
 }
 
 func defaultConfig() config {
@@ -224,6 +225,9 @@ func New(agent *Agent, opts ...Option) (*Session, error) {
 		}
 	}
 	cfg.ensureID()
+	if cfg.state != nil && cfg.state.SessionID != cfg.id {
+		return nil, fmt.Errorf("%w: state of session %q given to session %q", ErrStateMismatch, cfg.state.SessionID, cfg.id)
+	}
 	if cfg.sink == nil {
 		cfg.sink = media.SinkFunc(func(media.Frame) error { return nil })
 	}
@@ -345,16 +349,38 @@ func (s *Session) Run(ctx context.Context) error {
 const journalTimeout = 2 * time.Second
 
 // restore loads the journal's intents without outcome, before the
-// conductor starts.
+// conductor starts; with a state to start from (WithState), it rebuilds
+// the conductor from it, settling unfinished calls by the journal.
 func (s *Session) restore(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, journalTimeout)
 	defer cancel()
+	if st := s.cfg.state; st != nil {
+		recs, err := journalRecords(ctx, s.cfg.journal, s.cfg.id)
+		if err != nil {
+			// Without the journal an unfinished mutation is unknown
+			// all the same: settling never runs one again.
+			s.c.log.Warn("journal unreadable: unfinished calls settled without it", "err", err)
+		}
+		s.c.restoreState(*st, recs)
+		s.c.log.Info("session restored", "state", describeState(*st))
+		return nil
+	}
 	recs, err := s.cfg.journal.Unresolved(ctx, s.cfg.id)
 	if err != nil {
 		return err
 	}
 	s.c.ledger.Restore(recs)
 	return nil
+}
+
+// journalRecords reads every record of the session's journal when the
+// journal can list them (tools.JournalReader), else its unresolved
+// intents.
+func journalRecords(ctx context.Context, j tools.Journal, session string) ([]tools.Record, error) {
+	if r, ok := j.(tools.JournalReader); ok {
+		return r.Records(ctx, session)
+	}
+	return j.Unresolved(ctx, session)
 }
 
 // post hands an input to the conductor. Edges call it from their own

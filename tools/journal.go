@@ -22,6 +22,13 @@ type Journal interface {
 	Unresolved(ctx context.Context, session string) ([]Record, error)
 }
 
+// JournalReader is implemented by journals that can list every record of
+// a session, intents and outcomes, in the order written: what a resumed
+// session settles its unfinished calls by.
+type JournalReader interface {
+	Records(ctx context.Context, session string) ([]Record, error)
+}
+
 // Record is one journal entry.
 type Record struct {
 	Session string          `json:"session"`
@@ -100,4 +107,27 @@ func (j *MemoryJournal) Outcome(session, callID string) (Record, bool) {
 	r, ok := j.outcomes[session+"\x00"+callID]
 	r.Args = slices.Clone(r.Args)
 	return r, ok
+}
+
+// Records returns the session's intents, each followed by its outcome when
+// there is one.
+func (j *MemoryJournal) Records(ctx context.Context, session string) ([]Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out []Record
+	for _, r := range j.intents {
+		if r.Session != session {
+			continue
+		}
+		r.Args = slices.Clone(r.Args)
+		out = append(out, r)
+		if o, done := j.outcomes[journalKey(r)]; done {
+			o.Args = slices.Clone(o.Args)
+			out = append(out, o)
+		}
+	}
+	return out, nil
 }

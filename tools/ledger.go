@@ -14,39 +14,40 @@ import (
 
 // Outcome is how a call ended.
 type Outcome struct {
-	State   State
-	Output  string // what the model is shown
-	IsError bool
+	State   State  `json:"state"`
+	Output  string `json:"output,omitempty"` // what the model is shown
+	IsError bool   `json:"is_error,omitempty"`
 }
 
-// Call is the ledger's record of one tool call.
+// Call is the ledger's record of one tool call. Its JSON form is part of
+// a session snapshot (package handoff).
 type Call struct {
-	ID     string
-	Tool   string
-	Args   json.RawMessage
-	Key    string // idempotency key: the same for the same tool and canonical arguments
-	Effect Effect
-	Policy Policy
-	Epoch  uint64 // the agent turn that made the call
+	ID     string          `json:"id"`
+	Tool   string          `json:"tool"`
+	Args   json.RawMessage `json:"args,omitempty"`
+	Key    string          `json:"key"` // idempotency key: the same for the same tool and canonical arguments
+	Effect Effect          `json:"effect"`
+	Policy Policy          `json:"policy"`
+	Epoch  uint64          `json:"epoch"` // the agent turn that made the call
 
-	State   State
-	Output  string
-	IsError bool
+	State   State  `json:"state"`
+	Output  string `json:"output,omitempty"`
+	IsError bool   `json:"is_error,omitempty"`
 
 	// Ran reports that the body started. A call that ends without it never
 	// touched the world.
-	Ran             bool
-	CancelRequested bool
+	Ran             bool `json:"ran,omitempty"`
+	CancelRequested bool `json:"cancel_requested,omitempty"`
 	// ReusedFrom names the earlier call whose outcome this call was given
 	// instead of running (at most once for mutations).
-	ReusedFrom string
+	ReusedFrom string `json:"reused_from,omitempty"`
 	// Late is an outcome the body reported after the call had already
 	// ended (it was abandoned at its deadline and finished anyway). The
 	// terminal state stands, but a repeated call is judged by Late: it is
 	// what really happened.
-	Late *Outcome
+	Late *Outcome `json:"late,omitempty"`
 	// Committed reports that the result entered the chat context.
-	Committed bool
+	Committed bool `json:"committed,omitempty"`
 }
 
 // Ledger records every call of a session and its progress. Reports about a
@@ -296,6 +297,58 @@ func (l *Ledger) Restore(records []Record) {
 			IsError: true,
 		})
 	}
+}
+
+// Load adds calls recorded elsewhere (a snapshot of another session
+// process) as they are, in order. A call whose id the ledger already has is
+// skipped, as is one that is not terminal: the caller first settles those
+// by what the journal knows ([Settle]).
+func (l *Ledger) Load(calls []Call) {
+	for _, c := range calls {
+		if _, ok := l.calls[c.ID]; ok || !c.State.Terminal() {
+			continue
+		}
+		c.Args = slices.Clone(c.Args)
+		if c.Late != nil {
+			late := *c.Late
+			c.Late = &late
+		}
+		if c.Key == "" {
+			c.Key = IdempotencyKey(l.session, c.Tool, c.Args)
+		}
+		l.add(&c)
+	}
+}
+
+// Settle returns c brought to a terminal state for a session resumed
+// without it running, by what the session's journal says of it: the
+// outcome the journal recorded, if any; otherwise a mutation whose intent
+// was written, or whose body had started, is unknown (never to be run
+// again blindly), and any other call ended without effect, so the model
+// may ask again. A terminal call is returned as it is.
+func Settle(c Call, journal []Record) Call {
+	if c.State.Terminal() {
+		return c
+	}
+	intent := false
+	for _, r := range journal {
+		if r.CallID != c.ID {
+			continue
+		}
+		if r.State.Terminal() {
+			c.State, c.Output, c.IsError, c.Ran = r.State, r.Output, r.IsError, true
+			return c
+		}
+		intent = true
+	}
+	if c.Effect == Mutation && (intent || c.Ran || c.State == StateRunning) {
+		c.State, c.Ran, c.IsError = StateUnknown, true, true
+		c.Output = "error: the outcome of this call is unknown: the session was interrupted while it ran"
+		return c
+	}
+	c.State, c.IsError = StateCancelled, true
+	c.Output = "error: this call did not complete: the session moved before it ran; call it again if it is still needed"
+	return c
 }
 
 // IdempotencyKey is the key of a call of tool with args in session: the
