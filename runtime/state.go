@@ -147,12 +147,10 @@ func (c *conductor) restoreState(st State, journal []tools.Record) {
 			}
 			tool, _ := c.toolset.Lookup(rec.Tool)
 			cs := &callState{rec: rec, tool: tool}
-			if !rec.Committed {
-				// Settled here: the result enters the context now and
-				// the model sees it with its next request.
-				c.ledger.Commit(rec.ID)
-				c.unseen = append(c.unseen, cs)
-			}
+			// Settled here if it was not: the result enters the context
+			// now and the model sees it with its next request, which the
+			// application asks for (it owes no inference of its own).
+			c.ledger.Commit(rec.ID)
 			c.calls[rec.ID] = cs
 			c.chat = append(c.chat, &entry{item: it, call: cs})
 		default:
