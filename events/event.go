@@ -55,6 +55,10 @@ const (
 	TransportLost     Kind = "transport_lost"     // the caller's connection dropped
 	TransportRestored Kind = "transport_restored" // the caller's connection is back
 
+	SessionResumed   Kind = "session_resumed"   // the session started from another's state (Text: the agent)
+	CheckpointSaved  Kind = "checkpoint_saved"  // the session's state reached the store (Reason "recovered" after failures)
+	CheckpointFailed Kind = "checkpoint_failed" // a checkpoint could not be written; the call goes on in memory (Error)
+
 	ProviderError    Kind = "provider_error"    // an LLM, STT or TTS error (Provider, Error)
 	ProviderFailover Kind = "provider_failover" // a provider failed and its backup took over (Provider, Error)
 	EventsDropped    Kind = "events_dropped"    // a slow subscriber lost Count events

@@ -70,6 +70,8 @@ type conductor struct {
 
 	// userData is the application's, carried with the state.
 	userData map[string]json.RawMessage
+	// checkpointFailing: the latest checkpoint write failed.
+	checkpointFailing bool
 }
 
 // OutputPauser is implemented by Edges whose output can pause in place, for
@@ -176,6 +178,9 @@ func (c *conductor) emit(e events.Event) {
 		c.log.Debug("event", "kind", e.Kind, "epoch", e.Epoch, "text", e.Text, "tool", e.Tool, "state", e.State, "reason", e.Reason)
 	}
 	c.publish(e)
+	if c.cfg.checkpoint != nil && checkpointKinds[e.Kind] {
+		c.cfg.checkpoint(c.state())
+	}
 }
 
 func (c *conductor) handle(in Input) {
@@ -245,6 +250,8 @@ func (c *conductor) handle(in Input) {
 		c.emit(events.Event{Kind: events.ProviderError, Provider: in.provider, Error: in.err.Error()})
 	case providerFailover:
 		c.emit(events.Event{Kind: events.ProviderFailover, Epoch: c.epoch, Provider: in.provider, Error: in.err.Error()})
+	case checkpointResult:
+		c.onCheckpointResult(in)
 	case query:
 		in.fn(c)
 	}

@@ -45,6 +45,7 @@ type config struct {
 	journal           tools.Journal
 	continuous        bool
 	state             *State // to start from (WithState)
+	checkpoint        func(State)
 }
 
 func defaultConfig() config {
@@ -315,6 +316,9 @@ func (s *Session) Run(ctx context.Context) error {
 		c.log.Warn("journal: unresolved calls not restored", "err", err)
 	}
 	(&Core{c: c}).Start()
+	if s.cfg.state != nil {
+		c.emit(events.Event{Kind: events.SessionResumed, Epoch: c.epoch, Text: s.cfg.state.Agent})
+	}
 	if s.agent.OnEnter != nil {
 		g.Go(func() error {
 			if err := s.agent.OnEnter(gctx, s); err != nil && gctx.Err() == nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/tools"
 )
@@ -60,6 +61,47 @@ func WithState(st State) Option {
 		c.id = st.SessionID
 		c.state = &st
 		return nil
+	}
+}
+
+// WithCheckpoints calls save with the session's state at every clean
+// point: a turn settled, a tool call started, deferred or ended, and once
+// at the start. save runs on the session core and must not block: hand the
+// state to a writer of your own (handoff.Checkpointer) and report how the
+// write went with [Session.CheckpointDone].
+func WithCheckpoints(save func(State)) Option {
+	return func(c *config) error { c.checkpoint = save; return nil }
+}
+
+// checkpointKinds are the events after which the state is checkpointed.
+var checkpointKinds = map[events.Kind]bool{
+	events.SessionStarted: true, events.TurnSettled: true,
+	events.ToolStarted: true, events.ToolDeferred: true, events.ToolTerminal: true, events.ToolCommitted: true,
+}
+
+// CheckpointDone reports how writing a checkpoint went: the session emits
+// checkpoint_failed on a failure (once, until one succeeds) and
+// checkpoint_saved on success. The call goes on either way.
+func (s *Session) CheckpointDone(ctx context.Context, err error) error {
+	return s.send(ctx, checkpointResult{err: err})
+}
+
+// checkpointResult is how a checkpoint write went.
+type checkpointResult struct{ err error }
+
+func (checkpointResult) input() {}
+
+func (c *conductor) onCheckpointResult(r checkpointResult) {
+	switch {
+	case r.err != nil && !c.checkpointFailing:
+		c.checkpointFailing = true
+		c.emit(events.Event{Kind: events.CheckpointFailed, Epoch: c.epoch, Error: r.err.Error()})
+	case r.err == nil:
+		reason := ""
+		if c.checkpointFailing {
+			c.checkpointFailing, reason = false, "recovered"
+		}
+		c.emit(events.Event{Kind: events.CheckpointSaved, Epoch: c.epoch, Reason: reason})
 	}
 }
 

@@ -2,7 +2,10 @@ package runtime
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -144,4 +147,63 @@ func TestStateForAnotherSessionIsRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "sess_1") {
 		t.Fatalf("New: %v; want a mismatch naming the state's session", err)
 	}
+}
+
+// Checkpoints come at clean points with the state as it is then, and
+// failing writes are reported once until one succeeds again.
+func TestCheckpointsAtCleanPointsAndFailuresReported(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var saved []State
+		lookup := tools.MustNew("check_availability", "Check.", func(ctx context.Context, a tableArgs) (string, error) {
+			return `{"free":true}`, nil
+		})
+		h := start(t, setup{
+			tools: []*tools.Tool{lookup},
+			opts: []Option{WithCheckpoints(func(st State) {
+				mu.Lock()
+				saved = append(saved, st)
+				mu.Unlock()
+			})},
+			responses: []scripted.Response{
+				{Text: "Checking.", ToolCalls: []scripted.Call{{ID: "l1", Name: "check_availability", Args: tableArgs{2, "19:00"}}}},
+				{Text: "It is free."},
+			},
+		})
+		if err := h.s.Inject(context.Background(), "Is there a table?"); err != nil {
+			t.Fatal(err)
+		}
+		h.waitFor(events.Idle, nil, 10*time.Second)
+		mu.Lock()
+		n, last := len(saved), saved[len(saved)-1]
+		mu.Unlock()
+		if n < 3 {
+			t.Fatalf("%d checkpoints for a turn with a tool call; want one at the start, at the call and at the turn's end", n)
+		}
+		if c, ok := callByID(last, "l1"); !ok || c.State != tools.StateSucceeded {
+			t.Errorf("the last checkpoint has the lookup as %+v", c)
+		}
+		if it := last.Chat[len(last.Chat)-1]; it.Role != llm.RoleAssistant || it.Text != "It is free." || it.Interrupted {
+			t.Errorf("the last checkpoint ends with %+v; want the played answer", it)
+		}
+
+		ctx := context.Background()
+		for _, err := range []error{errors.New("store down"), errors.New("store down"), nil, nil} {
+			if err := h.s.CheckpointDone(ctx, err); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		var kinds []string
+		h.mu.Lock()
+		for _, e := range h.events {
+			if e.Kind == events.CheckpointFailed || e.Kind == events.CheckpointSaved {
+				kinds = append(kinds, string(e.Kind)+":"+e.Reason)
+			}
+		}
+		h.mu.Unlock()
+		if want := []string{"checkpoint_failed:", "checkpoint_saved:recovered", "checkpoint_saved:"}; !slices.Equal(kinds, want) {
+			t.Errorf("checkpoint events %v; want %v", kinds, want)
+		}
+	})
 }
