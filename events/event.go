@@ -56,6 +56,7 @@ const (
 	TransportRestored Kind = "transport_restored" // the caller's connection is back
 
 	SessionResumed   Kind = "session_resumed"   // the session started from another's state (Text: the agent)
+	Handoff          Kind = "handoff"           // another agent took over (Text: "from -> to", Reason: the context strategy, Count: items kept)
 	CheckpointSaved  Kind = "checkpoint_saved"  // the session's state reached the store (Reason "recovered" after failures)
 	CheckpointFailed Kind = "checkpoint_failed" // a checkpoint could not be written; the call goes on in memory (Error)
 

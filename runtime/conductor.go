@@ -72,6 +72,8 @@ type conductor struct {
 	userData map[string]json.RawMessage
 	// checkpointFailing: the latest checkpoint write failed.
 	checkpointFailing bool
+	// onAgent learns of a handoff's new agent (the session's edges).
+	onAgent func(*Agent)
 }
 
 // OutputPauser is implemented by Edges whose output can pause in place, for
@@ -252,6 +254,8 @@ func (c *conductor) handle(in Input) {
 		c.emit(events.Event{Kind: events.ProviderFailover, Epoch: c.epoch, Provider: in.provider, Error: in.err.Error()})
 	case checkpointResult:
 		c.onCheckpointResult(in)
+	case handoffRequest:
+		c.onHandoff(in)
 	case query:
 		in.fn(c)
 	}
@@ -962,7 +966,8 @@ func (c *conductor) checkFloor() {
 	if c.speaking() {
 		return
 	}
-	if c.owedResult() {
+	// A follow-up still to come shows the owed result too.
+	if len(c.pendingFollowUps) == 0 && c.owedResult() {
 		c.startTurn("tool_result", "")
 		return
 	}

@@ -91,7 +91,7 @@ func (g generation) run(ctx context.Context, req llm.Request) {
 // the agent's apology to be spoken, not silence.
 func (g generation) read(ctx context.Context, req llm.Request, pieces chan<- piece) {
 	defer close(pieces)
-	agent := g.s.agent
+	agent := g.s.currentAgent()
 	var (
 		calls   llm.CallAccumulator
 		chunker tts.Chunker
@@ -202,7 +202,7 @@ func (g generation) stream(ctx context.Context, model llm.Model, req llm.Request
 // each phrase's audio, and a speaking model's transcript is timed by
 // voiceWords.
 func (g generation) speak(ctx context.Context, pieces <-chan piece) {
-	agent := g.s.agent
+	agent := g.s.currentAgent()
 	synth := agent.TTS
 	if synth == nil {
 		synth = agent.BackupTTS
@@ -496,6 +496,7 @@ func (e *liveEdges) RunTool(r ToolRun) {
 		}()
 		ctx := tools.WithPlayout(ctx, r.Turn)
 		ctx = tools.WithCallInfo(ctx, tools.CallInfo{ID: r.CallID, Name: r.Tool.Name(), Epoch: r.Epoch, IdempotencyKey: r.Key})
+		ctx = context.WithValue(ctx, sessionKey{}, e.s)
 		rec := tools.Record{Session: e.s.cfg.id, CallID: r.CallID, Tool: r.Tool.Name(), Key: r.Key, Args: r.Args}
 		mutation := r.Tool.Effect() == tools.Mutation
 		if mutation {

@@ -175,7 +175,9 @@ func positive(what string, d time.Duration, set func(*config)) Option {
 // Session runs one conversation between a caller and an agent.
 type Session struct {
 	cfg     config
-	agent   *Agent
+	agent   *Agent // the first agent
+	// current is the agent answering now; a handoff changes it.
+	current atomic.Pointer[Agent]
 	bus     *events.Bus
 	mailbox chan Input
 	done    chan struct{}
@@ -261,11 +263,13 @@ func New(agent *Agent, opts ...Option) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime: output: %w", err)
 	}
+	s.current.Store(agent)
 	s.edges = &liveEdges{s: s, gens: map[uint64]context.CancelFunc{}, tools: map[string]context.CancelCauseFunc{}}
 	s.c, err = newConductor(agent, s.edges, s.post, s.bus.Publish, cfg, s.textOnly())
 	if err != nil {
 		return nil, err
 	}
+	s.c.onAgent = func(a *Agent) { s.current.Store(a) }
 	s.in, err = newAudioInput(s, cfg.input, canceller, tap)
 	if err != nil {
 		return nil, err
@@ -277,11 +281,15 @@ func New(agent *Agent, opts ...Option) (*Session, error) {
 // model that does not speak for itself. Its text then counts as played the
 // moment the model produces it.
 func (s *Session) textOnly() bool {
-	return s.agent.TTS == nil && s.agent.BackupTTS == nil && !llm.IsVoiced(s.agent.Model)
+	a := s.currentAgent()
+	return a.TTS == nil && a.BackupTTS == nil && !llm.IsVoiced(a.Model)
 }
 
 // ID is the session id.
 func (s *Session) ID() string { return s.cfg.id }
+
+// currentAgent is the agent answering now.
+func (s *Session) currentAgent() *Agent { return s.current.Load() }
 
 // Subscribe returns a subscription to the session's events with a buffer of
 // n (events.DefaultBuffer if n <= 0). Subscribe before Run to see every

@@ -77,6 +77,7 @@ func WithCheckpoints(save func(State)) Option {
 var checkpointKinds = map[events.Kind]bool{
 	events.SessionStarted: true, events.TurnSettled: true,
 	events.ToolStarted: true, events.ToolDeferred: true, events.ToolTerminal: true, events.ToolCommitted: true,
+	events.Handoff: true,
 }
 
 // CheckpointDone reports how writing a checkpoint went: the session emits

@@ -1,0 +1,241 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/llm"
+	"github.com/holdline/holdline/tools"
+)
+
+// ContextStrategy is what of the conversation a handoff gives the next
+// agent. Tool calls and their results always go along, whatever the
+// strategy: a booking code or a ticket number is a fact the next agent
+// needs, and a call still running delivers its result to the next agent.
+type ContextStrategy struct {
+	kind     string
+	turns    int
+	deadline time.Duration
+}
+
+// FullContext gives the next agent the whole conversation.
+func FullContext() ContextStrategy { return ContextStrategy{kind: "full"} }
+
+// LastTurns gives the next agent the messages from the caller's n-th
+// latest turn on.
+func LastTurns(n int) ContextStrategy { return ContextStrategy{kind: "last_turns", turns: max(n, 1)} }
+
+// ResetContext gives the next agent no messages at all.
+func ResetContext() ContextStrategy { return ContextStrategy{kind: "reset"} }
+
+// Summarize gives the next agent a summary of the messages, written by the
+// current agent's model within deadline; if the model fails or is late,
+// the last four turns go instead.
+func Summarize(deadline time.Duration) ContextStrategy {
+	return ContextStrategy{kind: "summary", deadline: deadline, turns: summaryFallbackTurns}
+}
+
+// summaryFallbackTurns is what Summarize gives when no summary comes.
+const summaryFallbackTurns = 4
+
+// String names the strategy, as handoff events give it.
+func (cs ContextStrategy) String() string {
+	if cs.kind == "" {
+		return "full"
+	}
+	return cs.kind
+}
+
+// HandoffOption configures a handoff.
+type HandoffOption func(*handoffConfig)
+
+type handoffConfig struct {
+	strategy ContextStrategy
+	greet    bool
+}
+
+// WithContext sets what of the conversation the next agent gets (default
+// FullContext).
+func WithContext(s ContextStrategy) HandoffOption {
+	return func(c *handoffConfig) { c.strategy = s }
+}
+
+// WithGreeting makes the next agent speak first, as soon as the floor is
+// free, instead of waiting for the caller.
+func WithGreeting() HandoffOption { return func(c *handoffConfig) { c.greet = true } }
+
+// ErrHandoff wraps why a handoff could not happen; the session goes on with
+// its current agent.
+var ErrHandoff = errors.New("runtime: handoff refused")
+
+// summaryInstructions ask the outgoing model for what the next agent needs.
+const summaryInstructions = "Summarise this conversation for a colleague who takes over the call: who the caller is, " +
+	"what they want, what has been done and what is still open. Plain sentences, at most 80 words."
+
+// Handoff hands the session to agent `to`: from the next model request on,
+// `to` answers with its instructions, tools and voice, over the context the
+// strategy leaves. Calls still running go on and deliver their results to
+// `to`; finished results stay in the context. A handoff event records it,
+// and a checkpoint follows. The recogniser stays the first agent's: it
+// listens to the same line. Handoff may be called from a tool's body (the
+// tool's context has the session: SessionFrom) or from the application;
+// `to`'s OnEnter runs once the handoff is done.
+func (s *Session) Handoff(ctx context.Context, to *Agent, opts ...HandoffOption) error {
+	if to == nil || to.Model == nil {
+		return fmt.Errorf("%w: the next agent needs a Model", ErrHandoff)
+	}
+	set, err := tools.NewSet(to.Tools...)
+	if err != nil {
+		return fmt.Errorf("%w: %s's tools: %v", ErrHandoff, to.Name, err)
+	}
+	cfg := handoffConfig{strategy: FullContext()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	summary, fellBack := "", false
+	if cfg.strategy.kind == "summary" {
+		summary, err = s.summarize(ctx, cfg.strategy.deadline)
+		if err != nil {
+			s.c.log.Warn("handoff: no summary, the last turns go instead", "err", err)
+			fellBack = true
+		}
+	}
+	done := make(chan struct{})
+	if err := s.send(ctx, handoffRequest{to: to, set: set, cfg: cfg, summary: summary, fellBack: fellBack, done: done}); err != nil {
+		return err
+	}
+	select {
+	case <-done:
+	case <-s.done:
+		return ErrSessionClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if to.OnEnter != nil {
+		return to.OnEnter(ctx, s)
+	}
+	return nil
+}
+
+// summarize asks the current agent's model for a summary of the context.
+func (s *Session) summarize(ctx context.Context, deadline time.Duration) (string, error) {
+	cc, err := s.ChatContext(ctx)
+	if err != nil {
+		return "", err
+	}
+	if deadline <= 0 {
+		deadline = 3 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	stream, err := s.currentAgent().Model.Stream(ctx, llm.Request{Instructions: summaryInstructions, Context: cc})
+	if err != nil {
+		return "", err
+	}
+	defer stream.Close()
+	var b strings.Builder
+	for {
+		ch, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(ch.Text)
+	}
+	if strings.TrimSpace(b.String()) == "" {
+		return "", errors.New("the model gave an empty summary")
+	}
+	return strings.TrimSpace(b.String()), nil
+}
+
+// handoffRequest asks the conductor to change agents.
+type handoffRequest struct {
+	to       *Agent
+	set      *tools.Set
+	cfg      handoffConfig
+	summary  string
+	fellBack bool
+	done     chan struct{}
+}
+
+func (handoffRequest) input() {}
+
+// onHandoff changes agents. Only the conductor's goroutine calls it.
+func (c *conductor) onHandoff(h handoffRequest) {
+	defer close(h.done)
+	from := c.agent.Name
+	strategy := h.cfg.strategy
+	switch {
+	case strategy.kind == "summary" && h.fellBack:
+		c.keepTurns(strategy.turns)
+	case strategy.kind == "summary":
+		c.keepTurns(0)
+		c.chat = append([]*entry{{item: llm.Item{Kind: llm.KindMessage, Role: llm.RoleAssistant,
+			Text: "(Summary of the conversation so far, by " + from + ") " + h.summary}}}, c.chat...)
+	case strategy.kind == "last_turns":
+		c.keepTurns(strategy.turns)
+	case strategy.kind == "reset":
+		c.keepTurns(0)
+	}
+	c.agent, c.toolset = h.to, h.set
+	if c.onAgent != nil {
+		c.onAgent(h.to)
+	}
+	reason := strategy.String()
+	if h.fellBack {
+		reason += ":fallback"
+	}
+	kept := 0
+	for _, e := range c.chat {
+		if !e.drop {
+			kept++
+		}
+	}
+	c.emit(events.Event{Kind: events.Handoff, Epoch: c.epoch, Text: from + " -> " + h.to.Name, Reason: reason, Count: kept})
+	if h.cfg.greet && !c.speaking() && len(c.pendingFollowUps) == 0 {
+		c.startTurn("handoff", "")
+	}
+}
+
+// keepTurns drops the messages before the caller's n-th latest turn (all
+// of them for n = 0); tool calls stay, with their results.
+func (c *conductor) keepTurns(n int) {
+	cut := len(c.chat)
+	if n > 0 {
+		seen := 0
+		for i := len(c.chat) - 1; i >= 0; i-- {
+			it := c.chat[i].item
+			if it.Kind == llm.KindMessage && it.Role == llm.RoleUser && !c.chat[i].drop {
+				if seen++; seen == n {
+					cut = i
+					break
+				}
+			}
+		}
+		if seen < n {
+			return
+		}
+	}
+	for _, e := range c.chat[:cut] {
+		if e.call == nil && e.turn == nil {
+			e.drop = true
+		}
+	}
+}
+
+// sessionKey finds the session in a tool's context.
+type sessionKey struct{}
+
+// SessionFrom returns the session whose tool call ctx belongs to, for a
+// tool that hands the call over (Session.Handoff).
+func SessionFrom(ctx context.Context) (*Session, bool) {
+	s, ok := ctx.Value(sessionKey{}).(*Session)
+	return s, ok
+}
