@@ -9,7 +9,7 @@ APT_PACKAGES := libspeexdsp1 libspeexdsp-dev espeak-ng sox pocketsphinx pocketsp
 	pkg-config libopus-dev libopusfile-dev
 # The browser tests: Debian's Chromium, driven by playwright-core. The SIP
 # tests: sipp (Debian's sip-tester) and baresip as the phones.
-APT_TEST_PACKAGES := chromium sip-tester baresip-core
+APT_TEST_PACKAGES := chromium sip-tester baresip-core redis-server
 # Silero VAD: the ONNX Runtime library from the npm package onnxruntime-node
 # and the model from @livekit/agents-plugin-silero, fetched with npm pack.
 MODELS_DIR ?= $(HOME)/.cache/holdline

@@ -174,8 +174,8 @@ func positive(what string, d time.Duration, set func(*config)) Option {
 
 // Session runs one conversation between a caller and an agent.
 type Session struct {
-	cfg     config
-	agent   *Agent // the first agent
+	cfg   config
+	agent *Agent // the first agent
 	// current is the agent answering now; a handoff changes it.
 	current atomic.Pointer[Agent]
 	bus     *events.Bus
