@@ -1,0 +1,191 @@
+package handoff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/store"
+	"github.com/holdline/holdline/tools"
+)
+
+// DefaultLeaseTTL is how long a worker's hold on a session lasts without
+// renewal: a dead worker's sessions are free for another after it.
+const DefaultLeaseTTL = 10 * time.Second
+
+// writeTimeout bounds one checkpoint write or lease renewal.
+const writeTimeout = 2 * time.Second
+
+// ErrLeaseLost is returned by Checkpointer.Run when another worker took the
+// session over: this one must stop speaking for it.
+var ErrLeaseLost = store.ErrLeaseLost
+
+// Checkpointer writes one session's checkpoints to a store, sealed, under
+// the session's lease, which it holds and renews. The session hands it
+// states at its clean points (runtime.WithCheckpoints with Offer); a state
+// offered while a write is under way replaces any still waiting, so the
+// store gets the newest and the session core never waits. Each write's
+// result goes to the report function (runtime.Session.CheckpointDone), so
+// the session's events say when checkpoints fail and when they are back;
+// the call goes on in memory meanwhile.
+type Checkpointer struct {
+	st        store.Store
+	key       Key
+	owner     string
+	session   string
+	ttl       time.Duration
+	transport map[string]string
+	report    func(error)
+
+	mu      sync.Mutex
+	pending *runtime.State
+	lease   store.Lease
+	wake    chan struct{}
+}
+
+// CheckpointerOption configures a Checkpointer.
+type CheckpointerOption func(*Checkpointer)
+
+// WithLeaseTTL sets the lease's time to live (default DefaultLeaseTTL); it
+// is renewed every third of it.
+func WithLeaseTTL(d time.Duration) CheckpointerOption { return func(c *Checkpointer) { c.ttl = d } }
+
+// WithTransport sets the transport facts sealed with every checkpoint.
+func WithTransport(t map[string]string) CheckpointerOption {
+	return func(c *Checkpointer) { c.transport = t }
+}
+
+// WithReport sets the function told how each write went.
+func WithReport(fn func(error)) CheckpointerOption { return func(c *Checkpointer) { c.report = fn } }
+
+// NewCheckpointer returns a checkpointer for session, writing to st as
+// owner (a name for this worker), sealed with key. Acquire the lease with
+// Acquire before the session starts.
+func NewCheckpointer(st store.Store, key Key, session, owner string, opts ...CheckpointerOption) *Checkpointer {
+	c := &Checkpointer{st: st, key: key, owner: owner, session: session, ttl: DefaultLeaseTTL,
+		report: func(error) {}, wake: make(chan struct{}, 1)}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Acquire takes the session's lease for this worker: ErrLeaseHeld (from
+// package store) if another live worker has it.
+func (c *Checkpointer) Acquire(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	l, err := c.st.Acquire(ctx, c.session, c.owner, c.ttl)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.lease = l
+	c.mu.Unlock()
+	return nil
+}
+
+// Lease is the lease held now.
+func (c *Checkpointer) Lease() store.Lease {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lease
+}
+
+// Journal is the session's journal of mutations in the store, written
+// under this worker's lease: give it to the session (runtime.WithJournal).
+func (c *Checkpointer) Journal() tools.Journal { return store.NewJournal(c.st, c.Lease) }
+
+// Offer hands the checkpointer a state to write. It never blocks.
+func (c *Checkpointer) Offer(s runtime.State) {
+	c.mu.Lock()
+	c.pending = &s
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run writes offered states and renews the lease until ctx ends (nil) or
+// the lease is lost to another worker (ErrLeaseLost). A write that failed
+// is tried again at the next renewal, unless a newer state replaced it.
+// When ctx ends it writes the last offered state.
+func (c *Checkpointer) Run(ctx context.Context) error {
+	renew := time.NewTicker(max(c.ttl/3, 10*time.Millisecond))
+	defer renew.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			c.flush(context.WithoutCancel(ctx))
+			return nil
+		case <-c.wake:
+			if err := c.flush(ctx); errors.Is(err, store.ErrLeaseLost) {
+				return fmt.Errorf("handoff: session %s: %w", c.session, err)
+			}
+		case <-renew.C:
+			if err := c.Acquire(ctx); err != nil {
+				if errors.Is(err, store.ErrLeaseHeld) {
+					return fmt.Errorf("handoff: session %s: %w", c.session, store.ErrLeaseLost)
+				}
+				c.report(fmt.Errorf("renewing the lease: %w", err))
+				continue
+			}
+			if err := c.flush(ctx); errors.Is(err, store.ErrLeaseLost) {
+				return fmt.Errorf("handoff: session %s: %w", c.session, err)
+			}
+		}
+	}
+}
+
+// flush writes the pending state, if any.
+func (c *Checkpointer) flush(ctx context.Context) error {
+	c.mu.Lock()
+	s, l := c.pending, c.lease
+	c.pending = nil
+	c.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	data, err := Seal(Snapshot{State: *s, Transport: c.transport}, c.key)
+	if err == nil {
+		wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+		err = c.st.Save(wctx, l, data)
+		cancel()
+	}
+	if err != nil && !errors.Is(err, store.ErrLeaseLost) {
+		// Keep it for the next try, unless a newer one came meanwhile.
+		c.mu.Lock()
+		if c.pending == nil {
+			c.pending = s
+		}
+		c.mu.Unlock()
+	}
+	c.report(err)
+	return err
+}
+
+// Release gives the session's lease up: a worker ending a call that may be
+// resumed elsewhere (the caller redials) lets the next worker take it at
+// once.
+func (c *Checkpointer) Release(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	return c.st.Release(ctx, c.Lease())
+}
+
+// Resume loads session's latest checkpoint from st, verified with keys:
+// the state to start a session from (runtime.WithState) and the transport
+// facts sealed with it.
+func Resume(ctx context.Context, st store.Store, session string, keys ...Key) (Snapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	data, err := st.Load(ctx, session)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("handoff: loading session %s: %w", session, err)
+	}
+	return Open(data, keys...)
+}
