@@ -87,7 +87,9 @@ func (w *worker) await(t *testing.T, ok func(events.Event) bool) events.Event {
 	}
 }
 
-func kind(k events.Kind) func(events.Event) bool { return func(e events.Event) bool { return e.Kind == k } }
+func kind(k events.Kind) func(events.Event) bool {
+	return func(e events.Event) bool { return e.Kind == k }
+}
 
 // A session checkpointed to the file store is resumed by another worker
 // once the first lets go of it, with what was said; the first, still
