@@ -88,6 +88,23 @@ func (c *Checkpointer) Acquire(ctx context.Context) error {
 	return nil
 }
 
+// Takeover takes the session's lease for this worker whoever holds it:
+// for a worker the caller came back to (with the session's resume token),
+// while the old worker may be dead with its lease unexpired. Any writes
+// the old worker still makes are refused from then on.
+func (c *Checkpointer) Takeover(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	l, err := c.st.Takeover(ctx, c.session, c.owner, c.ttl)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.lease = l
+	c.mu.Unlock()
+	return nil
+}
+
 // Lease is the lease held now.
 func (c *Checkpointer) Lease() store.Lease {
 	c.mu.Lock()

@@ -85,6 +85,16 @@ func OpenFile(path string, opts ...Option) (*File, error) {
 
 // Acquire takes or renews the lease on session for owner; see [Store].
 func (f *File) Acquire(ctx context.Context, session, owner string, ttl time.Duration) (Lease, error) {
+	return f.take(ctx, session, owner, ttl, false)
+}
+
+// Takeover takes the lease on session for owner whoever holds it; see
+// [Store].
+func (f *File) Takeover(ctx context.Context, session, owner string, ttl time.Duration) (Lease, error) {
+	return f.take(ctx, session, owner, ttl, true)
+}
+
+func (f *File) take(ctx context.Context, session, owner string, ttl time.Duration, force bool) (Lease, error) {
 	if err := checkAcquire(ctx, session, owner, ttl); err != nil {
 		return Lease{}, err
 	}
@@ -97,6 +107,9 @@ func (f *File) Acquire(ctx context.Context, session, owner string, ttl time.Dura
 		}
 		live := cur.Owner != "" && now.UnixNano() < cur.Expires
 		switch {
+		case force:
+			cur.Token++ // fence off every earlier holder, this owner's too
+			cur.Owner = owner
 		case live && cur.Owner != owner:
 			return fmt.Errorf("%w: session %q", ErrLeaseHeld, session)
 		case !live:

@@ -55,6 +55,15 @@ end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {1, tonumber(token)}
 `)
+	// takeoverScript: KEYS lease, token counter; ARGV owner, ttl in ms.
+	// Takes the lease whoever holds it, with a new token. Returns the token.
+	takeoverScript = redis.NewScript(`
+local token = redis.call('INCR', KEYS[2])
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', token)
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return token
+`)
 	// releaseScript: KEYS lease.
 	releaseScript = redis.NewScript(leaseGuard + `
 redis.call('DEL', KEYS[1])
@@ -120,6 +129,21 @@ func (s *Redis) Acquire(ctx context.Context, session, owner string, ttl time.Dur
 		return Lease{}, fmt.Errorf("%w: session %q", ErrLeaseHeld, session)
 	}
 	return Lease{Session: session, Owner: owner, Token: uint64(res[1]), Expires: expires}, nil
+}
+
+// Takeover takes the lease on session for owner whoever holds it; see
+// [Store].
+func (s *Redis) Takeover(ctx context.Context, session, owner string, ttl time.Duration) (Lease, error) {
+	if err := checkAcquire(ctx, session, owner, ttl); err != nil {
+		return Lease{}, err
+	}
+	expires := time.Now().Add(ttl)
+	token, err := takeoverScript.Run(ctx, s.client,
+		[]string{s.key(session, "lease"), s.key(session, "token")}, owner, millis(ttl)).Int64()
+	if err != nil {
+		return Lease{}, fmt.Errorf("store: redis takeover: %w", err)
+	}
+	return Lease{Session: session, Owner: owner, Token: uint64(token), Expires: expires}, nil
 }
 
 // Release gives l up if it is still held; see [Store].

@@ -41,6 +41,12 @@ type Store interface {
 	// ErrLeaseHeld while another owner's lease is unexpired; taking an
 	// expired or released lease increments Token.
 	Acquire(ctx context.Context, session, owner string, ttl time.Duration) (Lease, error)
+	// Takeover takes the lease on session for owner whoever holds it, with
+	// a new Token, so that every earlier holder's writes are refused from
+	// then on. It is for a worker that has proof the session moved to it
+	// (a caller resuming with its token): the old worker may be dead with
+	// its lease unexpired, or alive and about to find it lost.
+	Takeover(ctx context.Context, session, owner string, ttl time.Duration) (Lease, error)
 	// Release gives the lease up if it is still the one held; releasing a
 	// lost lease is not an error.
 	Release(ctx context.Context, l Lease) error

@@ -179,6 +179,30 @@ func testStore(t *testing.T, open func(t *testing.T) Store) {
 		acquire(t, s, "s2", "b", longTTL) // other sessions are free
 	})
 
+	t.Run("TakeoverFencesOffALiveHolder", func(t *testing.T) {
+		s := open(t)
+		old := acquire(t, s, "s1", "a", longTTL)
+		if err := s.Save(ctx, old, []byte("a's")); err != nil {
+			t.Fatal(err)
+		}
+		l, err := s.Takeover(ctx, "s1", "b", longTTL)
+		if err != nil {
+			t.Fatalf("Takeover: %v", err)
+		}
+		if l.Owner != "b" || l.Token <= old.Token {
+			t.Fatalf("takeover lease %+v after %+v; want b's with a newer token", l, old)
+		}
+		wantErr(t, "the old holder's Save", s.Save(ctx, old, []byte("stale")), ErrLeaseLost)
+		if err := s.Save(ctx, l, []byte("b's")); err != nil {
+			t.Fatalf("new holder's Save: %v", err)
+		}
+		if got, _ := s.Load(ctx, "s1"); string(got) != "b's" {
+			t.Errorf("Load = %q, want b's", got)
+		}
+		_, err = s.Acquire(ctx, "s1", "a", longTTL)
+		wantErr(t, "the old holder's Acquire", err, ErrLeaseHeld)
+	})
+
 	t.Run("ConcurrentAcquireHasOneWinner", func(t *testing.T) {
 		s := open(t)
 		const n = 8
