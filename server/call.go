@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/handoff"
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/webrtc"
@@ -43,6 +44,11 @@ type call struct {
 	playing atomic.Bool                 // a turn's audio is playing: captions are worth sending
 
 	token string // guarded by s.mu
+
+	// With a store (WithStore): the session's checkpointer, and the
+	// snapshot it was taken over from, if it was.
+	cp      *handoff.Checkpointer
+	resumed *handoff.Snapshot
 
 	mu      sync.Mutex
 	running bool // Run was started (the first connection came up)
@@ -81,7 +87,12 @@ func (c *call) prepare(ctx context.Context) error {
 		runtime.WithInput(runtime.InputConfig{Rate: media.Rate16k, NoEchoCancellation: !c.s.cfg.echoCancel, EchoFree: !c.s.cfg.echoCancel}),
 		runtime.WithLogger(c.s.cfg.log.With("session", c.id)),
 	}
-	c.sess, err = runtime.New(agent, append(opts, c.s.cfg.sessionOpts...)...)
+	opts, err = c.checkpointed(ctx, append(opts, c.s.cfg.sessionOpts...))
+	if err != nil {
+		release()
+		return err
+	}
+	c.sess, err = runtime.New(agent, opts...)
 	if err != nil {
 		release()
 		return err
@@ -211,6 +222,15 @@ func (c *call) connected() {
 	switch {
 	case first:
 		c.s.wg.Go(c.run)
+		c.s.wg.Go(c.runCheckpoints)
+		if c.resumed != nil {
+			// Taken over: the agent speaks first, from where it was.
+			c.s.wg.Go(func() {
+				ctx, cancel := context.WithTimeout(c.ctx, callTimeout)
+				defer cancel()
+				_ = c.sess.GenerateReply(ctx, resumeInstructions)
+			})
+		}
 	case back:
 		ctx, cancel := context.WithTimeout(c.ctx, callTimeout)
 		defer cancel()
@@ -262,9 +282,21 @@ func (c *call) end(reason string) {
 			c.release()
 		}
 		c.s.mu.Lock()
-		tok := c.token
+		tok, closing := c.token, c.s.closed
 		c.s.mu.Unlock()
 		c.s.forget(c, tok)
+		switch {
+		case reason == reasonTakenOver:
+		case closing && c.cp != nil:
+			// The worker is going away, not the call: another worker may
+			// take it over from its last checkpoint.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), storeTimeout)
+			_ = c.cp.Release(ctx)
+			cancel()
+		default:
+			c.retireToken(tok)
+			c.endCheckpoints()
+		}
 		c.s.metrics.sessionsActive.Dec()
 		c.s.cfg.log.Info("session ended", "session", c.id, "reason", reason)
 	})

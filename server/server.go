@@ -18,7 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/holdline/holdline/handoff"
 	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/store"
 	"github.com/holdline/holdline/webrtc"
 )
 
@@ -58,6 +60,9 @@ type config struct {
 	sessionOpts    []runtime.Option
 	agentName      string
 	echoCancel     bool
+	store          store.Store // checkpoints, journal and resume tokens shared with other workers; nil: none
+	worker         string
+	keys           []handoff.Key
 }
 
 // Option configures a Server.
@@ -355,7 +360,12 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, offer string) {
 	c := newCall(s, newID())
 	s.calls[c.id] = c // holds the place against the limit while it starts
 	s.mu.Unlock()
+	s.answerNew(w, r, c, offer, false)
+}
 
+// answerNew answers offer with a new connection for c, a call not yet
+// prepared: a new session, or one taken over from the store (resumed).
+func (s *Server) answerNew(w http.ResponseWriter, r *http.Request, c *call, offer string, resumed bool) {
 	h, ref := c.handler()
 	peer, err := s.cfg.transport.Answer(r.Context(), offer, h)
 	if err != nil {
@@ -366,7 +376,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, offer string) {
 	if err := c.prepare(r.Context()); err != nil {
 		peer.Close()
 		s.forget(c, "")
-		s.cfg.log.Error("session not started", "err", err)
+		s.cfg.log.Error("session not started", "session", c.id, "err", err)
 		s.fail(w, http.StatusInternalServerError, "the agent could not be started: "+err.Error())
 		return
 	}
@@ -375,11 +385,17 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, offer string) {
 	c.token = tok
 	s.tokens[tok] = c
 	s.mu.Unlock()
+	c.publishToken(tok)
 	c.attach(peer, ref)
 	s.metrics.sessionsTotal.Inc()
 	s.metrics.sessionsActive.Inc()
-	s.cfg.log.Info("session created", "session", c.id)
-	s.answered(w, c, tok, peer.Answer(), false)
+	if resumed {
+		s.metrics.resumesTotal.Inc()
+		s.cfg.log.Info("session taken over from the store", "session", c.id)
+	} else {
+		s.cfg.log.Info("session created", "session", c.id)
+	}
+	s.answered(w, c, tok, peer.Answer(), resumed)
 }
 
 func (s *Server) resume(w http.ResponseWriter, r *http.Request, tok, offer string) {
@@ -392,6 +408,9 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, tok, offer strin
 		s.fail(w, http.StatusGone, "the session this token resumed has ended")
 		return
 	case !ok:
+		if s.takeOver(w, r, tok, offer) {
+			return
+		}
 		s.fail(w, http.StatusNotFound, "no session has this resume token (it may have been used already: tokens rotate with every connection)")
 		return
 	}
@@ -413,6 +432,8 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, tok, offer strin
 	s.tokens[next] = c
 	c.token = next
 	s.mu.Unlock()
+	c.retireToken(tok)
+	c.publishToken(next)
 	c.attach(peer, ref)
 	s.metrics.resumesTotal.Inc()
 	s.cfg.log.Info("session resumed", "session", c.id)
