@@ -40,6 +40,8 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rtpTimeout := fs.Duration("rtp-timeout", hsip.DefaultRTPTimeout, "hang up a call whose caller sent no RTP for this long")
 	rtpRealtime := fs.Bool("rtp-realtime", false, "send RTP from a real-time priority thread (needs root or CAP_SYS_NICE): on time however busy the machine")
 	sipUser := fs.String("sip-user", "", "make callers authenticate (digest) as `NAME`, with the password in HOLDLINE_SIP_PASSWORD")
+	storeSpec := fs.String("store", "", "where sessions are checkpointed to outlive this worker: `file:PATH`, redis://HOST:PORT (workers sharing it take over each other's sessions), or none (default: a file under the user's cache, one per HTTP port)")
+	worker := fs.String("worker", workerName(), "this worker's `NAME` in the store's leases")
 	verbose := fs.Bool("v", false, "log debug detail")
 	var pf providerFlags
 	pf.register(fs)
@@ -103,6 +105,17 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if token != "" {
 		opts = append(opts, server.WithToken(token))
+	}
+	if *storeSpec == "" {
+		*storeSpec = defaultStore(listenAddr)
+	}
+	st, key, err := openStore(ctx, *storeSpec)
+	if err != nil {
+		return err
+	}
+	if st != nil {
+		defer st.Close()
+		opts = append(opts, server.WithStore(st, *worker, key))
 	}
 	srv, err := server.New(newAgent, opts...)
 	if err != nil {
