@@ -4,29 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/holdline/holdline/internal/redistest"
 )
-
-const redisAbsent = "redis-server is not on PATH: apt-get install redis-server (make test installs it)"
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if err := testRedis.stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "store: stopping redis-server:", err)
-		if code == 0 {
-			code = 1
+	if testRedis.srv != nil {
+		if err := testRedis.srv.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "store: stopping redis-server:", err)
+			if code == 0 {
+				code = 1
+			}
 		}
 	}
 	os.Exit(code)
@@ -34,34 +29,22 @@ func TestMain(m *testing.M) {
 
 // testRedis is the redis-server this test binary starts for its tests,
 // on first use, and stops in TestMain.
-var testRedis redisServer
-
-type redisServer struct {
-	once   sync.Once
-	url    string
-	err    error
-	cmd    *exec.Cmd
-	exited chan struct{} // closed once cmd has been waited for
-	dir    string
+var testRedis struct {
+	once sync.Once
+	srv  *redistest.Server
+	err  error
 }
 
 // redisURL returns the URL of the test redis-server, starting it if need
-// be. Without redis-server the test is skipped, or fails under
-// HOLDLINE_REQUIRE_MODELS=1 (as under "make test", which installs it).
+// be.
 func redisURL(tb testing.TB) string {
 	tb.Helper()
-	path, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("HOLDLINE_REQUIRE_MODELS") == "1" {
-			tb.Fatal(redisAbsent)
-		}
-		tb.Skip(redisAbsent)
-	}
-	testRedis.once.Do(func() { testRedis.err = testRedis.start(path) })
+	path := redistest.Path(tb)
+	testRedis.once.Do(func() { testRedis.srv, testRedis.err = redistest.StartAt(path) })
 	if testRedis.err != nil {
 		tb.Fatal(testRedis.err)
 	}
-	return testRedis.url
+	return testRedis.srv.URL()
 }
 
 var prefixes atomic.Int64
@@ -85,107 +68,8 @@ func openTestRedis(tb testing.TB) *Redis {
 	return s
 }
 
-// start runs redis-server on a free port, without persistence, and waits
-// until it answers PING. A port taken between choosing and binding it
-// makes it try another.
-func (r *redisServer) start(path string) error {
-	dir, err := os.MkdirTemp("", "holdline-redis-")
-	if err != nil {
-		return err
-	}
-	r.dir = dir
-	for attempt := 0; ; attempt++ {
-		err := r.startOnce(path)
-		if err == nil || attempt == 2 {
-			return err
-		}
-	}
-}
-
-func (r *redisServer) startOnce(path string) error {
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
-	logfile := filepath.Join(r.dir, "redis.log")
-	cmd := exec.Command(path, "--bind", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--save", "", "--appendonly", "no", "--dir", r.dir, "--logfile", logfile)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start redis-server: %w", err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait() // its status tells nothing a stopped server does not
-		close(exited)
-	}()
-	r.cmd, r.exited = cmd, exited
-	r.url = fmt.Sprintf("redis://127.0.0.1:%d/0", port)
-
-	client := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port),
-		DialTimeout: time.Second, MaxRetries: -1})
-	defer client.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err = client.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-exited:
-			log, _ := os.ReadFile(logfile)
-			r.cmd = nil
-			return fmt.Errorf("redis-server exited before answering: %s", strings.TrimSpace(string(log)))
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return errors.Join(fmt.Errorf("redis-server on port %d did not answer PING within 10s: %w", port, err), r.stopProcess())
-		}
-	}
-}
-
-// stop ends the server started and removes its directory.
-func (r *redisServer) stop() error {
-	err := r.stopProcess()
-	if r.dir != "" {
-		err = errors.Join(err, os.RemoveAll(r.dir))
-	}
-	return err
-}
-
-// stopProcess ends the server started, by its PID, and waits for it.
-func (r *redisServer) stopProcess() error {
-	var err error
-	if r.cmd != nil {
-		r.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-r.exited:
-		case <-time.After(5 * time.Second):
-			r.cmd.Process.Kill()
-			select {
-			case <-r.exited:
-			case <-time.After(5 * time.Second):
-				err = fmt.Errorf("redis-server (pid %d) did not exit", r.cmd.Process.Pid)
-			}
-		}
-		r.cmd = nil
-	}
-	return err
-}
-
-// freePort returns a TCP port nothing listens on right now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func TestOpenRedisNamesUnansweringAddress(t *testing.T) {
-	port, err := freePort()
+	port, err := redistest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
