@@ -195,6 +195,7 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 	s.mux.HandleFunc("DELETE /v1/sessions/{id}", s.authorized(s.deleteSession))
 	s.mux.HandleFunc("GET /v1/sessions/{id}/events", s.authorized(s.streamEvents))
 	s.mux.HandleFunc("POST /v1/sessions/{id}/input", s.authorized(s.postInput))
+	s.mux.HandleFunc("GET /v1/sessions/{id}/context", s.authorized(s.getContext))
 	s.mux.HandleFunc("GET /v1/config", s.serveConfig)
 	s.metrics.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "holdline_output_frames_missed_total",
@@ -505,6 +506,32 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // postInput takes typed input for the session, as the data channel does.
+// getContext answers the session's chat context as it stands: what was
+// said and played, and every committed tool result (llm.ChatContext as
+// JSON).
+func (s *Server) getContext(w http.ResponseWriter, r *http.Request) {
+	c := s.lookup(w, r)
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	running := c.running
+	c.mu.Unlock()
+	if !running {
+		s.fail(w, http.StatusConflict, "the session has not started: no connection yet")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
+	defer cancel()
+	cc, err := c.sess.ChatContext(ctx)
+	if err != nil {
+		s.fail(w, http.StatusConflict, "the session did not answer: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(cc)
+}
+
 func (s *Server) postInput(w http.ResponseWriter, r *http.Request) {
 	c := s.lookup(w, r)
 	if c == nil {

@@ -34,7 +34,7 @@ var agents = map[string]agentDef{
 	"booking": {
 		phrases: booking.Phrases,
 		build: func(p *providers) *runtime.Agent {
-			a := booking.New(booking.NewRestaurant(8), booking.WithModel(p.model), booking.WithTTS(p.tts), booking.WithSTT(p.stt))
+			a := booking.New(booking.NewRestaurant(8, p.restaurant...), booking.WithModel(p.model), booking.WithTTS(p.tts), booking.WithSTT(p.stt))
 			a.BackupModel, a.BackupTTS, a.BackupSTT = p.backupModel, p.backupTTS, p.backupSTT
 			return a
 		},

@@ -48,6 +48,8 @@ type providers struct {
 	tts, backupTTS     tts.Synthesizer
 	stt, backupSTT     stt.Recognizer
 	closers            []io.Closer
+	// restaurant configures the booking demo's back office.
+	restaurant []booking.RestaurantOption
 }
 
 func (p *providers) Close() error {

@@ -42,6 +42,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sipUser := fs.String("sip-user", "", "make callers authenticate (digest) as `NAME`, with the password in HOLDLINE_SIP_PASSWORD")
 	storeSpec := fs.String("store", "", "where sessions are checkpointed to outlive this worker: `file:PATH`, redis://HOST:PORT (workers sharing it take over each other's sessions), or none (default: a file under the user's cache, one per HTTP port)")
 	worker := fs.String("worker", workerName(), "this worker's `NAME` in the store's leases")
+	var office backOffice
+	fs.DurationVar(&office.serviceTime, "booking-time", 0, "the booking demo: how long a booking takes")
+	fs.StringVar(&office.file, "bookings", "", "the booking demo: append every booking to `FILE` (JSON lines; workers may share it)")
 	verbose := fs.Bool("v", false, "log debug detail")
 	var pf providerFlags
 	pf.register(fs)
@@ -93,6 +96,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return nil, nil, err
 		}
+		prov.restaurant = office.options()
 		return def.build(prov), func() { prov.Close() }, nil
 	}
 	opts := []server.Option{

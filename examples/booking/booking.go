@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/runtime"
@@ -51,11 +52,34 @@ type Restaurant struct {
 	capacity int            // guests per time slot
 	booked   map[string]int // guests booked per slot
 	bookings []Booking
+
+	serviceTime time.Duration
+	onBook      func(ctx context.Context, b Booking)
+}
+
+// RestaurantOption configures a Restaurant.
+type RestaurantOption func(*Restaurant)
+
+// WithServiceTime makes every booking take d, as a real back office does:
+// long enough for a caller to cut in, or a worker to die, mid-booking.
+func WithServiceTime(d time.Duration) RestaurantOption {
+	return func(r *Restaurant) { r.serviceTime = d }
+}
+
+// WithBookingHook calls fn with every booking made, with the tool call's
+// context (tools.CallInfoFrom names the call and its idempotency key): a
+// back office shared by several workers records them there.
+func WithBookingHook(fn func(ctx context.Context, b Booking)) RestaurantOption {
+	return func(r *Restaurant) { r.onBook = fn }
 }
 
 // NewRestaurant returns a restaurant that seats capacity guests per slot.
-func NewRestaurant(capacity int) *Restaurant {
-	return &Restaurant{capacity: capacity, booked: map[string]int{}}
+func NewRestaurant(capacity int, opts ...RestaurantOption) *Restaurant {
+	r := &Restaurant{capacity: capacity, booked: map[string]int{}}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
 }
 
 // Bookings returns every booking made.
@@ -94,9 +118,16 @@ func (r *Restaurant) CheckAvailability(_ context.Context, a AvailabilityArgs) (A
 }
 
 // BookTable is the mutation's body.
-func (r *Restaurant) BookTable(_ context.Context, a BookArgs) (Booking, error) {
+func (r *Restaurant) BookTable(ctx context.Context, a BookArgs) (Booking, error) {
 	if err := checkArgs(a.Party, a.Time); err != nil {
 		return Booking{}, err
+	}
+	if r.serviceTime > 0 {
+		select {
+		case <-time.After(r.serviceTime):
+		case <-ctx.Done():
+			return Booking{}, ctx.Err()
+		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -110,6 +141,9 @@ func (r *Restaurant) BookTable(_ context.Context, a BookArgs) (Booking, error) {
 		Time:  a.Time,
 	}
 	r.bookings = append(r.bookings, b)
+	if r.onBook != nil {
+		r.onBook(ctx, b)
+	}
 	return b, nil
 }
 
