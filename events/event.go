@@ -57,7 +57,7 @@ const (
 
 	SessionResumed   Kind = "session_resumed"   // the session started from another's state (Text: the agent)
 	Handoff          Kind = "handoff"           // another agent took over (Text: "from -> to", Reason: the context strategy, Count: items kept)
-	CheckpointSaved  Kind = "checkpoint_saved"  // the session's state reached the store (Reason "recovered" after failures)
+	CheckpointSaved  Kind = "checkpoint_saved"  // the session's state as of event Count reached the store (Reason "recovered" after failures)
 	CheckpointFailed Kind = "checkpoint_failed" // a checkpoint could not be written; the call goes on in memory (Error)
 
 	ProviderError    Kind = "provider_error"    // an LLM, STT or TTS error (Provider, Error)

@@ -38,7 +38,7 @@ type Checkpointer struct {
 	session   string
 	ttl       time.Duration
 	transport map[string]string
-	report    func(error)
+	report    func(seq uint64, err error)
 
 	mu      sync.Mutex
 	pending *runtime.State
@@ -58,15 +58,18 @@ func WithTransport(t map[string]string) CheckpointerOption {
 	return func(c *Checkpointer) { c.transport = t }
 }
 
-// WithReport sets the function told how each write went.
-func WithReport(fn func(error)) CheckpointerOption { return func(c *Checkpointer) { c.report = fn } }
+// WithReport sets the function told how each write went: the state's
+// Seq, and the error (runtime.Session.CheckpointDone).
+func WithReport(fn func(seq uint64, err error)) CheckpointerOption {
+	return func(c *Checkpointer) { c.report = fn }
+}
 
 // NewCheckpointer returns a checkpointer for session, writing to st as
 // owner (a name for this worker), sealed with key. Acquire the lease with
 // Acquire before the session starts.
 func NewCheckpointer(st store.Store, key Key, session, owner string, opts ...CheckpointerOption) *Checkpointer {
 	c := &Checkpointer{st: st, key: key, owner: owner, session: session, ttl: DefaultLeaseTTL,
-		report: func(error) {}, wake: make(chan struct{}, 1)}
+		report: func(uint64, error) {}, wake: make(chan struct{}, 1)}
 	for _, o := range opts {
 		o(c)
 	}
@@ -148,7 +151,7 @@ func (c *Checkpointer) Run(ctx context.Context) error {
 				if errors.Is(err, store.ErrLeaseHeld) {
 					return fmt.Errorf("handoff: session %s: %w", c.session, store.ErrLeaseLost)
 				}
-				c.report(fmt.Errorf("renewing the lease: %w", err))
+				c.report(0, fmt.Errorf("renewing the lease: %w", err))
 				continue
 			}
 			if err := c.flush(ctx); errors.Is(err, store.ErrLeaseLost) {
@@ -181,7 +184,7 @@ func (c *Checkpointer) flush(ctx context.Context) error {
 		}
 		c.mu.Unlock()
 	}
-	c.report(err)
+	c.report(s.Seq, err)
 	return err
 }
 

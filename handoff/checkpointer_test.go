@@ -56,7 +56,7 @@ func startWorker(t *testing.T, st store.Store, owner string, from *runtime.State
 		t.Fatal(err)
 	}
 	w := &worker{s: s, cp: cp, evs: make(chan events.Event, 1024), done: make(chan error, 1)}
-	cp.report = func(err error) { _ = s.CheckpointDone(context.Background(), err) }
+	cp.report = func(seq uint64, err error) { _ = s.CheckpointDone(context.Background(), seq, err) }
 	sub := s.Subscribe(1024)
 	go func() {
 		for e := range sub.C() {

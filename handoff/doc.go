@@ -33,7 +33,8 @@
 //	    "calls": [tools.Call...], // every call: id, tool, args, key,
 //	                              // effect, policy, epoch, state, output,
 //	                              // ran, committed, reused_from, late
-//	    "user_data": {"key": JSON...}
+//	    "user_data": {"key": JSON...},
+//	    "seq": N                  // the last event the state covers
 //	  },
 //	  "transport": {"kind": "sip" | "webrtc" | ..., "...": "..."}
 //	}

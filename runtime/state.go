@@ -36,6 +36,9 @@ type State struct {
 	Calls []tools.Call `json:"calls"`
 	// UserData is what the application stored with SetUserData.
 	UserData map[string]json.RawMessage `json:"user_data,omitempty"`
+	// Seq is the sequence number of the last event the session had
+	// emitted when the state was taken: what the state covers.
+	Seq uint64 `json:"seq"`
 }
 
 // ErrStateMismatch is returned by New when a restored state does not fit
@@ -80,15 +83,19 @@ var checkpointKinds = map[events.Kind]bool{
 	events.Handoff: true,
 }
 
-// CheckpointDone reports how writing a checkpoint went: the session emits
-// checkpoint_failed on a failure (once, until one succeeds) and
-// checkpoint_saved on success. The call goes on either way.
-func (s *Session) CheckpointDone(ctx context.Context, err error) error {
-	return s.send(ctx, checkpointResult{err: err})
+// CheckpointDone reports how writing the state taken at event seq
+// (State.Seq) went: the session emits checkpoint_failed on a failure
+// (once, until one succeeds) and checkpoint_saved, whose Count is seq, on
+// success. The call goes on either way.
+func (s *Session) CheckpointDone(ctx context.Context, seq uint64, err error) error {
+	return s.send(ctx, checkpointResult{seq: seq, err: err})
 }
 
 // checkpointResult is how a checkpoint write went.
-type checkpointResult struct{ err error }
+type checkpointResult struct {
+	seq uint64
+	err error
+}
 
 func (checkpointResult) input() {}
 
@@ -102,7 +109,7 @@ func (c *conductor) onCheckpointResult(r checkpointResult) {
 		if c.checkpointFailing {
 			c.checkpointFailing, reason = false, "recovered"
 		}
-		c.emit(events.Event{Kind: events.CheckpointSaved, Epoch: c.epoch, Reason: reason})
+		c.emit(events.Event{Kind: events.CheckpointSaved, Epoch: c.epoch, Reason: reason, Count: int(r.seq)})
 	}
 }
 
@@ -145,7 +152,7 @@ func (s *Session) UserData(ctx context.Context, key string, v any) (bool, error)
 func (c *conductor) state() State {
 	st := State{
 		SessionID: c.id, Agent: c.agent.Name, Epoch: c.epoch, NextCall: c.ncall,
-		Calls: c.ledger.Calls(), UserData: maps.Clone(c.userData),
+		Calls: c.ledger.Calls(), UserData: maps.Clone(c.userData), Seq: c.seq,
 	}
 	for _, e := range c.chat {
 		if e.drop {

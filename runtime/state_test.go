@@ -189,7 +189,7 @@ func TestCheckpointsAtCleanPointsAndFailuresReported(t *testing.T) {
 
 		ctx := context.Background()
 		for _, err := range []error{errors.New("store down"), errors.New("store down"), nil, nil} {
-			if err := h.s.CheckpointDone(ctx, err); err != nil {
+			if err := h.s.CheckpointDone(ctx, 1, err); err != nil {
 				t.Fatal(err)
 			}
 		}

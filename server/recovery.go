@@ -78,10 +78,10 @@ func leaseTTL(resumeTTL time.Duration) time.Duration {
 
 // checkpointDone tells the session how a write went, and keeps the resume
 // token's alias in the store alive while the session is.
-func (c *call) checkpointDone(err error) {
+func (c *call) checkpointDone(seq uint64, err error) {
 	if c.sess != nil {
 		ctx, cancel := context.WithTimeout(c.ctx, callTimeout)
-		_ = c.sess.CheckpointDone(ctx, err)
+		_ = c.sess.CheckpointDone(ctx, seq, err)
 		cancel()
 	}
 	if err == nil {
