@@ -24,12 +24,17 @@ const snapshotKeyEnv = "HOLDLINE_SNAPSHOT_KEY"
 // defaultStore is the file store serve uses with no --store: one file per
 // HTTP port under the user's cache, so that a worker restarted on its port
 // finds its sessions, and two workers on one machine do not share a file.
+// A server on a port the system picks (:0) cannot be found again after a
+// restart, so it keeps no store.
 func defaultStore(listen string) string {
+	_, port, _ := net.SplitHostPort(listen)
+	if port == "" || port == "0" {
+		return "none"
+	}
 	dir, err := os.UserCacheDir()
 	if err != nil {
 		dir = os.TempDir()
 	}
-	_, port, _ := net.SplitHostPort(listen)
 	return "file:" + filepath.Join(dir, "holdline", "sessions-"+port+".db")
 }
 
