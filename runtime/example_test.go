@@ -56,3 +56,42 @@ func Example() {
 	// tool_result opening_hours: 12:00-23:00 on Friday [call_example_1]
 	// assistant: We are open from noon to eleven on Friday.
 }
+
+// A front desk hands the caller to billing: billing answers from then on,
+// greeting first, with the conversation so far.
+func ExampleSession_Handoff() {
+	front := &runtime.Agent{Name: "front-desk", Model: scripted.NewLLM(scripted.Response{Text: "Let me put you through to billing."})}
+	billing := &runtime.Agent{Name: "billing", Instructions: "You are billing.",
+		Model: scripted.NewLLM(scripted.Response{Text: "Billing here: I see the double charge."})}
+	s, err := runtime.New(front, runtime.WithID("example"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	sub := s.Subscribe(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Run(ctx)
+	idle := func() {
+		for e := range sub.C() {
+			if e.Kind == events.Handoff {
+				fmt.Println(e.Kind, e.Text, e.Reason)
+			}
+			if e.Kind == events.Idle && e.Epoch > 0 {
+				return
+			}
+		}
+	}
+
+	_ = s.Inject(ctx, "I was charged twice.")
+	idle()
+	_ = s.Handoff(ctx, billing, runtime.WithContext(runtime.LastTurns(1)), runtime.WithGreeting())
+	idle()
+	cc, _ := s.ChatContext(ctx)
+	fmt.Print(cc)
+	// Output:
+	// handoff front-desk -> billing last_turns
+	// user: I was charged twice.
+	// assistant: Let me put you through to billing.
+	// assistant: Billing here: I see the double charge.
+}
