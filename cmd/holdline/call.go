@@ -133,6 +133,8 @@ func printConversation(ctx context.Context, s *runtime.Session, out io.Writer) {
 				}
 			case events.ToolTerminal:
 				fmt.Fprintf(out, "tool: %s -> %s\n", e.Tool, e.State)
+			case events.Handoff:
+				fmt.Fprintf(out, "handoff: %s (%s)\n", e.Text, e.Reason)
 			case events.DTMF:
 				fmt.Fprintf(out, "dtmf: %s\n", e.Text)
 			}

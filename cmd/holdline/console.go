@@ -18,6 +18,7 @@ import (
 
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/examples/booking"
+	"github.com/holdline/holdline/examples/support"
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/runtime"
 )
@@ -37,6 +38,21 @@ var agents = map[string]agentDef{
 			a := booking.New(booking.NewRestaurant(8, p.restaurant...), booking.WithModel(p.model), booking.WithTTS(p.tts), booking.WithSTT(p.stt))
 			a.BackupModel, a.BackupTTS, a.BackupSTT = p.backupModel, p.backupTTS, p.backupSTT
 			return a
+		},
+	},
+	"support": {
+		phrases: support.Phrases,
+		build: func(p *providers) *runtime.Agent {
+			opts := []support.Option{support.WithTTS(p.tts)}
+			if !p.demo {
+				opts = append(opts, support.WithModels(p.model, p.model))
+			}
+			desk := support.New(opts...)
+			for _, a := range []*runtime.Agent{desk.FrontDesk, desk.Billing} {
+				a.BackupModel, a.BackupTTS, a.BackupSTT = p.backupModel, p.backupTTS, p.backupSTT
+			}
+			desk.FrontDesk.STT = p.stt
+			return desk.FrontDesk
 		},
 	},
 }
@@ -193,6 +209,8 @@ func (c *console) show(e events.Event, interactive bool) {
 		}
 	case events.ToolTerminal:
 		fmt.Fprintf(c.out, "tool: %s -> %s\n", e.Tool, e.State)
+	case events.Handoff:
+		fmt.Fprintf(c.out, "handoff: %s (%s)\n", e.Text, e.Reason)
 	case events.ProviderError:
 		fmt.Fprintf(c.out, "error: %s: %s\n", e.Provider, e.Error)
 	}

@@ -55,6 +55,33 @@ func TestConsoleScriptedBooking(t *testing.T) {
 	}
 }
 
+// The support desk, tried as a new user would from the console: the front
+// desk hands the caller to billing, which refunds once.
+func TestConsoleSupportDeskHandsOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out, errs bytes.Buffer
+		in := strings.NewReader("I was charged twice on account A7.\nYes, refund one please.\n")
+		if err := run(context.Background(), []string{"console", "--agent", "support", "--llm", "demo", "--tts", "demo"}, in, &out, &errs); err != nil {
+			t.Fatalf("console: %v\nstderr: %s", err, errs.String())
+		}
+		got := out.String()
+		for _, want := range []string{
+			"tool: lookup_account -> succeeded\n",
+			"handoff: front-desk -> billing (last_turns)\n",
+			"agent: Your ticket is T-1001.",
+			"tool: refund -> succeeded\n",
+			"agent: Done: the duplicate charge of 19.99 is refunded.",
+		} {
+			if !strings.Contains(got, want) {
+				t.Errorf("output lacks %q:\n%s", want, got)
+			}
+		}
+		if n := strings.Count(got, "tool: refund"); n != 1 {
+			t.Errorf("refund ran %d times; want once:\n%s", n, got)
+		}
+	})
+}
+
 func TestConsoleUnknownAgent(t *testing.T) {
 	var out, errs bytes.Buffer
 	err := run(context.Background(), []string{"console", "--agent", "nope"}, strings.NewReader(""), &out, &errs)

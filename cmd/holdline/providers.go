@@ -50,6 +50,9 @@ type providers struct {
 	closers            []io.Closer
 	// restaurant configures the booking demo's back office.
 	restaurant []booking.RestaurantOption
+	// demo: the model is the example agents' offline intent model, which
+	// each example provides for itself.
+	demo bool
 }
 
 func (p *providers) Close() error {
@@ -73,6 +76,7 @@ func (p *providerFlags) build(phrases []string, withSTT bool) (_ *providers, err
 		}
 	}()
 	llmName := pick(p.llm, "openai", "demo")
+	out.demo = llmName == "demo"
 	var rt *realtime.Client
 	out.model, rt, err = p.buildModel(llmName, out)
 	if err != nil {
