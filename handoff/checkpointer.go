@@ -44,6 +44,10 @@ type Checkpointer struct {
 	pending *runtime.State
 	lease   store.Lease
 	wake    chan struct{}
+
+	// wmu orders writes: a state older than one written is not written.
+	wmu     sync.Mutex
+	written uint64 // Seq of the newest state written
 }
 
 // CheckpointerOption configures a Checkpointer.
@@ -170,12 +174,7 @@ func (c *Checkpointer) flush(ctx context.Context) error {
 	if s == nil {
 		return nil
 	}
-	data, err := Seal(Snapshot{State: *s, Transport: c.transport}, c.key)
-	if err == nil {
-		wctx, cancel := context.WithTimeout(ctx, writeTimeout)
-		err = c.st.Save(wctx, l, data)
-		cancel()
-	}
+	err := c.save(ctx, l, *s)
 	if err != nil && !errors.Is(err, store.ErrLeaseLost) {
 		// Keep it for the next try, unless a newer one came meanwhile.
 		c.mu.Lock()
@@ -186,6 +185,33 @@ func (c *Checkpointer) flush(ctx context.Context) error {
 	}
 	c.report(s.Seq, err)
 	return err
+}
+
+// Write seals and writes s at once, under the lease, and returns when it
+// is in the store: for a handoff, whose receiver must find this state and
+// no older one.
+func (c *Checkpointer) Write(ctx context.Context, s runtime.State) error {
+	return c.save(ctx, c.Lease(), s)
+}
+
+// save seals and writes s under l, unless a newer state was written.
+func (c *Checkpointer) save(ctx context.Context, l store.Lease, s runtime.State) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if s.Seq < c.written {
+		return nil
+	}
+	data, err := Seal(Snapshot{State: s, Transport: c.transport}, c.key)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	if err := c.st.Save(ctx, l, data); err != nil {
+		return err
+	}
+	c.written = s.Seq
+	return nil
 }
 
 // Release gives the session's lease up: a worker ending a call that may be

@@ -14,6 +14,7 @@ import (
 	sipmsg "github.com/emiago/sipgo/sip"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/holdline/holdline/handoff"
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/runtime"
 )
@@ -55,14 +56,19 @@ type call struct {
 	sessionID uint64
 	version   uint64
 	notify    chan int // a transfer's NOTIFY status codes, while one is under way
+
+	// With a store (WithStore): the session's checkpointer, and the
+	// snapshot of a handed-over call's session.
+	cp      *handoff.Checkpointer
+	resumed *handoff.Snapshot
 }
 
 // newCall makes the call of a dialog whose media the other side described
 // in remote (its offer, or its answer to ours), on the RTP socket conn,
 // which it owns from then on.
-func (s *Server) newCall(id string, dlg dialog, conn *net.UDPConn, remote MediaOffer, chosen Codec, sessionID, version uint64) (*call, error) {
+func (s *Server) newCall(id string, dlg dialog, conn *net.UDPConn, remote MediaOffer, chosen Codec, sessionID, version uint64, resumed *handoff.Snapshot) (*call, error) {
 	c := &call{s: s, id: id, dlg: dlg, codec: chosen, te: remote.TelephoneEvent,
-		direction: AnswerDirection(remote), sessionID: sessionID, version: version}
+		direction: AnswerDirection(remote), sessionID: sessionID, version: version, resumed: resumed}
 	c.ctxp.Store(&s.ctx)
 	agent, release, err := s.newAgent(s.ctx)
 	if err != nil {
@@ -93,8 +99,12 @@ func (s *Server) newCall(id string, dlg dialog, conn *net.UDPConn, remote MediaO
 	c.leg.symmetric = s.cfg.symmetric
 	c.leg.pacer = s.pacer
 	c.leg.setRemote(netip.AddrPortFrom(remote.Addr, uint16(remote.Port)), c.direction)
+	sid := newSessionID()
+	if resumed != nil {
+		sid = resumed.State.SessionID
+	}
 	opts := []runtime.Option{
-		runtime.WithID(newSessionID()),
+		runtime.WithID(sid),
 		runtime.WithOutput(c.leg, c.leg.Rate()),
 		// RTP flows continuously on a phone leg: gateways expect it, and
 		// the echo canceller's reference is exactly what went out.
@@ -102,7 +112,13 @@ func (s *Server) newCall(id string, dlg dialog, conn *net.UDPConn, remote MediaO
 		runtime.WithInput(runtime.InputConfig{Rate: inputRate}),
 		runtime.WithLogger(s.cfg.log.With("call_id", c.id)),
 	}
-	c.sess, err = runtime.New(agent, append(opts, s.cfg.sessionOpts...)...)
+	opts, err = c.checkpointed(append(opts, s.cfg.sessionOpts...), sid)
+	if err != nil {
+		c.leg.conn.Close()
+		release()
+		return nil, err
+	}
+	c.sess, err = runtime.New(agent, opts...)
 	if err != nil {
 		c.leg.conn.Close()
 		release()
@@ -199,6 +215,23 @@ func (c *call) serve(ctx context.Context, answer func() error) {
 		return errSessionEnded
 	})
 	g.Go(func() error { return c.leg.run(gctx) })
+	if c.cp != nil {
+		g.Go(func() error {
+			if err := c.cp.Run(gctx); errors.Is(err, handoff.ErrLeaseLost) {
+				return err // another worker has the session: hang up
+			}
+			return nil
+		})
+	}
+	if c.resumed != nil {
+		// Handed over: the agent speaks first, from where it was.
+		g.Go(func() error {
+			rctx, cancel := context.WithTimeout(gctx, pushTimeout)
+			defer cancel()
+			_ = c.sess.GenerateReply(rctx, resumeInstructions)
+			return nil
+		})
+	}
 	g.Go(func() error {
 		select {
 		case <-c.dlg.Context().Done():
@@ -211,6 +244,7 @@ func (c *call) serve(ctx context.Context, answer func() error) {
 	if cause := context.Cause(ctx); errors.Is(cause, errTransferred) {
 		err = cause
 	}
+	defer c.finishCheckpoints(errors.Is(err, errTransferred))
 	switch {
 	case errors.Is(err, errTransferred):
 		c.s.cfg.log.Info("call handed over: hanging up", "call_id", c.id)

@@ -87,7 +87,7 @@ func (s *Server) Call(ctx context.Context, target string) error {
 	if err := dlg.Ack(ctx); err != nil {
 		return bye(fmt.Errorf("%w: ACK: %v", ErrCallFailed, err))
 	}
-	c, err := s.newCall(dlg.InviteRequest.CallID().Value(), dlg, conn, answer, chosen, sid, 1)
+	c, err := s.newCall(dlg.InviteRequest.CallID().Value(), dlg, conn, answer, chosen, sid, 1, nil)
 	if err != nil {
 		return bye(err)
 	}

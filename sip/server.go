@@ -15,9 +15,11 @@ import (
 	"github.com/emiago/sipgo"
 	sipmsg "github.com/emiago/sipgo/sip"
 
+	"github.com/holdline/holdline/handoff"
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/media/dtmf"
 	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/store"
 )
 
 // AgentFunc makes the agent for a new call, and a function that frees what
@@ -48,6 +50,9 @@ type config struct {
 	symmetric   bool
 	realtime    bool
 	auth        *digestAuth
+	store       store.Store // checkpoints shared with other workers (WithStore); nil: none
+	worker      string
+	keys        []handoff.Key
 }
 
 // Option configures a Server.
@@ -389,7 +394,7 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 		_ = dlg.Respond(500, "Server Internal Error", nil)
 		return
 	}
-	c, err := s.newCall(callID(req), dlg, conn, offer, chosen, mrand.Uint64()>>1, 1)
+	c, err := s.newCall(callID(req), dlg, conn, offer, chosen, mrand.Uint64()>>1, 1, s.takeOver(req))
 	if err != nil {
 		s.cfg.log.Error("call refused", "call_id", callID(req), "err", err)
 		_ = dlg.Respond(500, "Server Internal Error", nil)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -76,6 +77,15 @@ func Transfer(ctx context.Context, target string, opts ...TransferOption) error 
 	if err := sipmsg.ParseUri(target, &to); err != nil {
 		return fmt.Errorf("%w: target %q: %v", ErrTransferFailed, target, err)
 	}
+	if cfg.token == "" && c.cp != nil {
+		// Transferred with a store: the target, if it is a Holdline worker
+		// sharing it, takes the conversation over from this moment.
+		tok, err := c.handoffToken(ctx)
+		if err != nil {
+			return fmt.Errorf("%w: checkpointing for the handoff: %v", ErrTransferFailed, err)
+		}
+		cfg.token = tok
+	}
 	if strings.ContainsAny(cfg.token, "\r\n") {
 		return fmt.Errorf("%w: the handoff token has a line break", ErrTransferFailed)
 	}
@@ -97,7 +107,13 @@ func Transfer(ctx context.Context, target string, opts ...TransferOption) error 
 	}()
 
 	req := sipmsg.NewRequest(sipmsg.REFER, c.target)
-	req.AppendHeader(sipmsg.NewHeader("Refer-To", "<"+to.String()+">"))
+	referTo := to.String()
+	if cfg.token != "" {
+		// RFC 3515: headers in the Refer-To URI go into the INVITE the
+		// other side sends to the target.
+		referTo += "?" + HandoffHeader + "=" + url.QueryEscape(cfg.token)
+	}
+	req.AppendHeader(sipmsg.NewHeader("Refer-To", "<"+referTo+">"))
 	req.AppendHeader(sipmsg.NewHeader("Referred-By", "<"+c.s.contactURI()+">"))
 	if cfg.token != "" {
 		req.AppendHeader(sipmsg.NewHeader(HandoffHeader, cfg.token))
