@@ -235,3 +235,18 @@ func Resume(ctx context.Context, st store.Store, session string, keys ...Key) (S
 	}
 	return Open(data, keys...)
 }
+
+// CheckSetup says what is missing for checkpointing to st as worker with
+// keys: a store, a worker name for the leases, and a signing key long
+// enough (keys[0]).
+func CheckSetup(st store.Store, worker string, keys []Key) error {
+	switch {
+	case st == nil:
+		return errors.New("no store")
+	case worker == "":
+		return errors.New("a worker name is needed for the leases")
+	case len(keys) == 0 || len(keys[0].Secret) < MinKeyLen:
+		return fmt.Errorf("a snapshot key of at least %d bytes is needed", MinKeyLen)
+	}
+	return nil
+}

@@ -22,13 +22,8 @@ import (
 // is never run again blindly), and the agent speaks again.
 func WithStore(st store.Store, worker string, keys ...handoff.Key) Option {
 	return func(c *config) error {
-		switch {
-		case st == nil:
-			return errors.New("server: WithStore: no store")
-		case worker == "":
-			return errors.New("server: WithStore: a worker name is needed for the leases")
-		case len(keys) == 0 || len(keys[0].Secret) < handoff.MinKeyLen:
-			return fmt.Errorf("server: WithStore: a snapshot key of at least %d bytes is needed", handoff.MinKeyLen)
+		if err := handoff.CheckSetup(st, worker, keys); err != nil {
+			return fmt.Errorf("server: WithStore: %w", err)
 		}
 		c.store, c.worker, c.keys = st, worker, keys
 		return nil

@@ -65,7 +65,9 @@ func TestTransferToAnotherHoldlineWorkerKeepsTheConversation(t *testing.T) {
 		return v
 	}
 
-	billingModel := scripted.NewLLMFunc(func(llm.Request) scripted.Response { return scripted.Response{Text: "Billing here, I have your details."} })
+	billingModel := scripted.NewLLMFunc(func(llm.Request) scripted.Response {
+		return scripted.Response{Text: "Billing here, I have your details."}
+	})
 	recB := &recorder{}
 	_, addrB := serveAgent(t, func(context.Context) (*runtime.Agent, func(), error) {
 		return &runtime.Agent{Name: "billing", Model: billingModel, TTS: voice(), STT: scripted.NewSTT(),
@@ -74,7 +76,9 @@ func TestTransferToAnotherHoldlineWorkerKeepsTheConversation(t *testing.T) {
 
 	transferred := make(chan error, 1)
 	_, addrA := serveAgent(t, func(context.Context) (*runtime.Agent, func(), error) {
-		model := scripted.NewLLMFunc(func(llm.Request) scripted.Response { return scripted.Response{Text: "Front desk, I will put you through to billing."} })
+		model := scripted.NewLLMFunc(func(llm.Request) scripted.Response {
+			return scripted.Response{Text: "Front desk, I will put you through to billing."}
+		})
 		return &runtime.Agent{Name: "front", Model: model, TTS: voice(), STT: scripted.NewSTT(),
 			OnEnter: func(ctx context.Context, s *runtime.Session) error {
 				sub := s.Subscribe(64)

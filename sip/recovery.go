@@ -24,13 +24,8 @@ import (
 // conversation over, and its agent speaks first, from where it was.
 func WithStore(st store.Store, worker string, keys ...handoff.Key) Option {
 	return func(c *config) error {
-		switch {
-		case st == nil:
-			return errors.New("sip: WithStore: no store")
-		case worker == "":
-			return errors.New("sip: WithStore: a worker name is needed for the leases")
-		case len(keys) == 0 || len(keys[0].Secret) < handoff.MinKeyLen:
-			return fmt.Errorf("sip: WithStore: a snapshot key of at least %d bytes is needed", handoff.MinKeyLen)
+		if err := handoff.CheckSetup(st, worker, keys); err != nil {
+			return fmt.Errorf("sip: WithStore: %w", err)
 		}
 		c.store, c.worker, c.keys = st, worker, keys
 		return nil
