@@ -136,6 +136,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if *rtpRealtime {
 			sopts = append(sopts, hsip.WithRealtimePacing())
 		}
+		if st != nil {
+			sopts = append(sopts, hsip.WithStore(st, *worker, key))
+		}
 		if *sipUser != "" {
 			pw := os.Getenv("HOLDLINE_SIP_PASSWORD")
 			if pw == "" {
