@@ -336,6 +336,12 @@ func (c *call) onMessage(ref *peerRef, b []byte) {
 	case "hello":
 		ref.hello.Do(func() { c.s.wg.Go(func() { c.forward(p, m.After) }) })
 	case "text":
+		// A message on the data channel means the connection is up, even
+		// if the peer's own report of it is still on its way: the text
+		// must not be refused for that race.
+		if ref.current(c) {
+			c.connected()
+		}
 		if err := c.inject(c.ctx, m.Text); err != nil {
 			c.send(p, map[string]any{"type": "error", "error": "input not taken: " + err.Error()})
 		}
