@@ -82,10 +82,27 @@ func NewCheckpointer(st store.Store, key Key, session, owner string, opts ...Che
 
 // Acquire takes the session's lease for this worker: ErrLeaseHeld (from
 // package store) if another live worker has it.
-func (c *Checkpointer) Acquire(ctx context.Context) error {
+func (c *Checkpointer) Acquire(ctx context.Context) error { return c.take(ctx, c.st.Acquire) }
+
+// Takeover takes the session's lease for this worker whoever holds it:
+// for a worker the caller came back to (with the session's resume token),
+// while the old worker may be dead with its lease unexpired. Any writes
+// the old worker still makes are refused from then on.
+func (c *Checkpointer) Takeover(ctx context.Context) error { return c.take(ctx, c.st.Takeover) }
+
+// Hold takes the lease for a session about to run here: Takeover for one
+// taken over from a snapshot, Acquire for a new one.
+func (c *Checkpointer) Hold(ctx context.Context, from *Snapshot) error {
+	if from != nil {
+		return c.Takeover(ctx)
+	}
+	return c.Acquire(ctx)
+}
+
+func (c *Checkpointer) take(ctx context.Context, fn func(context.Context, string, string, time.Duration) (store.Lease, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
-	l, err := c.st.Acquire(ctx, c.session, c.owner, c.ttl)
+	l, err := fn(ctx, c.session, c.owner, c.ttl)
 	if err != nil {
 		return err
 	}
@@ -95,21 +112,15 @@ func (c *Checkpointer) Acquire(ctx context.Context) error {
 	return nil
 }
 
-// Takeover takes the session's lease for this worker whoever holds it:
-// for a worker the caller came back to (with the session's resume token),
-// while the old worker may be dead with its lease unexpired. Any writes
-// the old worker still makes are refused from then on.
-func (c *Checkpointer) Takeover(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
-	defer cancel()
-	l, err := c.st.Takeover(ctx, c.session, c.owner, c.ttl)
-	if err != nil {
-		return err
+// SessionOptions are what a session needs to be checkpointed here: its
+// states handed to Offer, its journal in the store, and, when it is taken
+// over from a snapshot, the state to start from.
+func (c *Checkpointer) SessionOptions(from *Snapshot) []runtime.Option {
+	opts := []runtime.Option{runtime.WithCheckpoints(c.Offer), runtime.WithJournal(c.Journal())}
+	if from != nil {
+		opts = append(opts, runtime.WithState(from.State))
 	}
-	c.mu.Lock()
-	c.lease = l
-	c.mu.Unlock()
-	return nil
+	return opts
 }
 
 // Lease is the lease held now.

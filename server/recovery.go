@@ -50,17 +50,10 @@ func (c *call) checkpointed(ctx context.Context, opts []runtime.Option) ([]runti
 		handoff.WithLeaseTTL(leaseTTL(cfg.resumeTTL)),
 		handoff.WithTransport(map[string]string{"kind": "webrtc"}),
 		handoff.WithReport(c.checkpointDone))
-	take := c.cp.Acquire
-	if c.resumed != nil {
-		take = c.cp.Takeover
-	}
-	if err := take(ctx); err != nil {
+	if err := c.cp.Hold(ctx, c.resumed); err != nil {
 		return nil, fmt.Errorf("holding the session in the store: %w", err)
 	}
-	opts = append(opts, runtime.WithCheckpoints(c.cp.Offer), runtime.WithJournal(c.cp.Journal()))
-	if c.resumed != nil {
-		opts = append(opts, runtime.WithState(c.resumed.State))
-	}
+	opts = append(opts, c.cp.SessionOptions(c.resumed)...)
 	return opts, nil
 }
 

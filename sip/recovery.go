@@ -89,19 +89,12 @@ func (c *call) checkpointed(opts []runtime.Option, sessionID string) ([]runtime.
 			defer cancel()
 			_ = c.sess.CheckpointDone(ctx, seq, err)
 		}))
-	take := c.cp.Acquire
-	if c.resumed != nil {
-		take = c.cp.Takeover
-	}
 	ctx, cancel := context.WithTimeout(c.s.ctx, storeTimeout)
 	defer cancel()
-	if err := take(ctx); err != nil {
+	if err := c.cp.Hold(ctx, c.resumed); err != nil {
 		return nil, fmt.Errorf("holding the call's session in the store: %w", err)
 	}
-	opts = append(opts, runtime.WithCheckpoints(c.cp.Offer), runtime.WithJournal(c.cp.Journal()))
-	if c.resumed != nil {
-		opts = append(opts, runtime.WithState(c.resumed.State))
-	}
+	opts = append(opts, c.cp.SessionOptions(c.resumed)...)
 	return opts, nil
 }
 
