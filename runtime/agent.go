@@ -40,9 +40,20 @@ type Agent struct {
 	BackupSTT   stt.Recognizer
 	BackupTTS   tts.Synthesizer
 	// OnEnter runs when the session starts, on a goroutine of its own (so it
-	// may wait, under ctx); a typical body greets the caller with
-	// s.GenerateReply.
+	// may wait, under ctx), and when a handoff makes it the agent; a
+	// typical body greets the caller with s.GenerateReply. For a session
+	// restored from a State, s.Restored is true and the OnEnter that runs
+	// is the restored agent's: a greeting there would repeat one the caller
+	// has heard (the transport that restored the session
+	// has the agent pick up where it was).
 	OnEnter func(ctx context.Context, s *Session) error
+	// Peers are the agents this one may hand the session to
+	// (Session.Handoff). They are how a session restored from a State
+	// (WithState) comes back as the agent it was talking as: New looks the
+	// state's agent up by Name among the agent given to it, its peers,
+	// their peers and so on. A state naming none of them is taken over by
+	// the agent given to New, as a transfer to another worker's agent is.
+	Peers []*Agent
 	// DTMF says what a key the caller pressed on a phone does. By default
 	// (DTMFAsInput) it is a user turn the model answers, written as
 	// DTMFText says ("Pressed 1"), so "press 1 to confirm" works with any
@@ -62,3 +73,23 @@ const (
 
 // DTMFText is the user turn a key press becomes under DTMFAsInput.
 func DTMFText(digit rune) string { return "Pressed " + string(digit) }
+
+// find returns the agent named name among a and the agents reachable
+// through Peers, or nil.
+func (a *Agent) find(name string) *Agent {
+	seen := map[*Agent]bool{}
+	queue := []*Agent{a}
+	for len(queue) > 0 {
+		next := queue[0]
+		queue = queue[1:]
+		if next == nil || seen[next] {
+			continue
+		}
+		if next.Name == name {
+			return next
+		}
+		seen[next] = true
+		queue = append(queue, next.Peers...)
+	}
+	return nil
+}

@@ -263,9 +263,18 @@ func New(agent *Agent, opts ...Option) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime: output: %w", err)
 	}
-	s.current.Store(agent)
+	// A restored session talks as the agent its state names, if agent
+	// knows it (Agent.Peers); the recogniser stays agent's, as it does
+	// across a handoff.
+	current := agent
+	if st := cfg.state; st != nil && st.Agent != agent.Name {
+		if a := agent.find(st.Agent); a != nil && a.Model != nil {
+			current = a
+		}
+	}
+	s.current.Store(current)
 	s.edges = &liveEdges{s: s, gens: map[uint64]context.CancelFunc{}, tools: map[string]context.CancelCauseFunc{}}
-	s.c, err = newConductor(agent, s.edges, s.post, s.bus.Publish, cfg, s.textOnly())
+	s.c, err = newConductor(current, s.edges, s.post, s.bus.Publish, cfg, s.textOnly())
 	if err != nil {
 		return nil, err
 	}
@@ -287,6 +296,11 @@ func (s *Session) textOnly() bool {
 
 // ID is the session id.
 func (s *Session) ID() string { return s.cfg.id }
+
+// Restored reports whether the session was started from a State
+// (WithState): taken over after a crash or a transfer, rather than new.
+// An OnEnter that greets skips its greeting then.
+func (s *Session) Restored() bool { return s.cfg.state != nil }
 
 // currentAgent is the agent answering now.
 func (s *Session) currentAgent() *Agent { return s.current.Load() }
@@ -327,9 +341,9 @@ func (s *Session) Run(ctx context.Context) error {
 	if s.cfg.state != nil {
 		c.emit(events.Event{Kind: events.SessionResumed, Epoch: c.epoch, Text: s.cfg.state.Agent})
 	}
-	if s.agent.OnEnter != nil {
+	if enter := s.currentAgent().OnEnter; enter != nil {
 		g.Go(func() error {
-			if err := s.agent.OnEnter(gctx, s); err != nil && gctx.Err() == nil {
+			if err := enter(gctx, s); err != nil && gctx.Err() == nil {
 				c.log.Warn("agent OnEnter failed", "err", err)
 			}
 			return nil

@@ -178,6 +178,9 @@ func New(r *Restaurant, opts ...Option) *runtime.Agent {
 		Tools:        r.Tools(),
 		Model:        NewDemoModel(),
 		OnEnter: func(ctx context.Context, s *runtime.Session) error {
+			if s.Restored() {
+				return nil // the caller was greeted before the move
+			}
 			return s.GenerateReply(ctx, "Greet the caller.")
 		},
 	}

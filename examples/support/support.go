@@ -114,6 +114,8 @@ func New(opts ...Option) *Desk {
 		Tools: []*tools.Tool{lookup, ticket, transfer}}
 	d.Billing = &runtime.Agent{Name: "billing", Instructions: BillingInstructions, Model: o.billing, TTS: o.voice,
 		Tools: []*tools.Tool{lookup, refund}}
+	// A call restored after a crash comes back as whichever desk had it.
+	d.FrontDesk.Peers = []*runtime.Agent{d.Billing}
 	return d
 }
 
