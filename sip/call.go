@@ -61,6 +61,13 @@ type call struct {
 	// snapshot of a handed-over call's session.
 	cp      *handoff.Checkpointer
 	resumed *handoff.Snapshot
+	// session is the session's id; redialled says the call picks up one
+	// its caller was cut off from (rather than one put through to it);
+	// line is the caller's line (lineKey), kept leading to the session
+	// for a redial, "" if not.
+	session   string
+	redialled bool
+	line      string
 }
 
 // newCall makes the call of a dialog whose media the other side described
@@ -103,6 +110,7 @@ func (s *Server) newCall(id string, dlg dialog, conn *net.UDPConn, remote MediaO
 	if resumed != nil {
 		sid = resumed.State.SessionID
 	}
+	c.session = sid
 	opts := []runtime.Option{
 		runtime.WithID(sid),
 		runtime.WithOutput(c.leg, c.leg.Rate()),
@@ -223,12 +231,20 @@ func (c *call) serve(ctx context.Context, answer func() error) {
 			return nil
 		})
 	}
+	if c.cp != nil && c.line != "" {
+		g.Go(func() error { c.keepLine(gctx); return nil })
+	}
 	if c.resumed != nil {
-		// Handed over: the agent speaks first, from where it was.
+		// Handed over, or redialled: the agent speaks first, from where
+		// it was.
+		instructions := resumeInstructions
+		if c.redialled {
+			instructions = redialInstructions
+		}
 		g.Go(func() error {
 			rctx, cancel := context.WithTimeout(gctx, pushTimeout)
 			defer cancel()
-			_ = c.sess.GenerateReply(rctx, resumeInstructions)
+			_ = c.sess.GenerateReply(rctx, instructions)
 			return nil
 		})
 	}

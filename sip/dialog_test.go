@@ -21,9 +21,16 @@ type rawCall struct {
 
 func setUpRawCall(t *testing.T, addr netip.AddrPort, id string, rtpPort int) *rawCall {
 	t.Helper()
+	return setUpRawCallWithin(t, addr, id, rtpPort, 3*time.Second)
+}
+
+// setUpRawCallWithin is setUpRawCall for an answer that may take up to
+// timeout.
+func setUpRawCallWithin(t *testing.T, addr netip.AddrPort, id string, rtpPort int, timeout time.Duration) *rawCall {
+	t.Helper()
 	u := dialRaw(t, addr)
 	u.send(invite(u.local(), id, "application/sdp", fmt.Sprintf(pcmuOffer, rtpPort)))
-	res := u.final(3 * time.Second)
+	res := u.final(timeout)
 	if !strings.HasPrefix(res, "SIP/2.0 200 ") {
 		t.Fatalf("INVITE answered %q", res)
 	}

@@ -1,6 +1,11 @@
 package sip
 
-import "time"
+import (
+	"errors"
+	"time"
+
+	sipmsg "github.com/emiago/sipgo/sip"
+)
 
 // SendHistogram is the server's RTP send-spacing histogram so far, for
 // measuring a window of a test: SpacingQuantile of the difference of two.
@@ -22,4 +27,18 @@ func PacerCounts(s *Server) (late, missed, gaps, dropped uint64) {
 		dropped += st.Dropped
 	}
 	return late, missed, gaps, dropped
+}
+
+// LineKey is lineKey for a raw request.
+func LineKey(raw string) (string, bool, error) {
+	m, err := sipmsg.ParseMessage([]byte(raw))
+	if err != nil {
+		return "", false, err
+	}
+	req, ok := m.(*sipmsg.Request)
+	if !ok {
+		return "", false, errors.New("not a request")
+	}
+	k, ok := lineKey(req)
+	return k, ok, nil
 }

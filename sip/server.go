@@ -53,6 +53,7 @@ type config struct {
 	store       store.Store // checkpoints shared with other workers (WithStore); nil: none
 	worker      string
 	keys        []handoff.Key
+	redial      time.Duration // WithRedialWindow
 }
 
 // Option configures a Server.
@@ -133,7 +134,8 @@ type Server struct {
 	serving chan struct{}            // closed once Serve has set the above
 	once    sync.Once
 	contact sipmsg.ContactHeader
-	calls   map[string]*call // by Call-ID
+	calls   map[string]*call    // by Call-ID
+	picking map[string]struct{} // sessions redialled calls are picking up (pickUp)
 	closed  bool
 	pacer   *pacer // every call's RTP goes out on its schedule
 	wg      sync.WaitGroup
@@ -141,7 +143,7 @@ type Server struct {
 
 // New returns a Server that runs newAgent's agent on every call.
 func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
-	cfg := config{log: slog.Default(), rtpTimeout: DefaultRTPTimeout, maxCalls: DefaultMaxCalls}
+	cfg := config{log: slog.Default(), rtpTimeout: DefaultRTPTimeout, maxCalls: DefaultMaxCalls, redial: DefaultRedialWindow}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
@@ -166,7 +168,7 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 		ua.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, newAgent: newAgent, ua: ua, srv: srv, client: client, calls: map[string]*call{}, serving: make(chan struct{}), pacer: p}
+	s := &Server{cfg: cfg, newAgent: newAgent, ua: ua, srv: srv, client: client, calls: map[string]*call{}, picking: map[string]struct{}{}, serving: make(chan struct{}), pacer: p}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	srv.OnInvite(s.onInvite)
 	srv.OnAck(s.onAck)
@@ -394,7 +396,15 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 		_ = dlg.Respond(500, "Server Internal Error", nil)
 		return
 	}
-	c, err := s.newCall(callID(req), dlg, conn, offer, chosen, mrand.Uint64()>>1, 1, s.takeOver(req))
+	line, _ := lineKey(req)
+	resumed, redialled := s.takeOver(req), false
+	if resumed == nil {
+		var unclaim func()
+		resumed, unclaim = s.pickUp(req, line)
+		defer unclaim()
+		redialled = resumed != nil
+	}
+	c, err := s.newCall(callID(req), dlg, conn, offer, chosen, mrand.Uint64()>>1, 1, resumed)
 	if err != nil {
 		s.cfg.log.Error("call refused", "call_id", callID(req), "err", err)
 		_ = dlg.Respond(500, "Server Internal Error", nil)
@@ -408,6 +418,10 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 	s.wg.Add(1)
 	defer s.wg.Done()
 	defer s.remove(c)
+	c.redialled = redialled
+	if s.cfg.redial > 0 {
+		c.line = line
+	}
 	if ct := req.Contact(); ct != nil {
 		c.target = ct.Address
 	}

@@ -39,6 +39,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sipAllow := fs.String("sip-allow", "", "accept INVITEs only from these `CIDRs` (comma-separated: a trunk's addresses)")
 	rtpTimeout := fs.Duration("rtp-timeout", hsip.DefaultRTPTimeout, "hang up a call whose caller sent no RTP for this long")
 	rtpRealtime := fs.Bool("rtp-realtime", false, "send RTP from a real-time priority thread (needs root or CAP_SYS_NICE): on time however busy the machine")
+	redial := fs.Duration("sip-redial-window", hsip.DefaultRedialWindow, "with a store: a caller who dials again within this long after their worker died picks the call up where it was (0: never)")
 	sipUser := fs.String("sip-user", "", "make callers authenticate (digest) as `NAME`, with the password in HOLDLINE_SIP_PASSWORD")
 	storeSpec := fs.String("store", "", "where sessions are checkpointed to outlive this worker: `file:PATH`, redis://HOST:PORT (workers sharing it take over each other's sessions), or none (default: a file under the user's cache, one per HTTP port)")
 	worker := fs.String("worker", workerName(), "this worker's `NAME` in the store's leases")
@@ -137,7 +138,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			sopts = append(sopts, hsip.WithRealtimePacing())
 		}
 		if st != nil {
-			sopts = append(sopts, hsip.WithStore(st, *worker, key))
+			sopts = append(sopts, hsip.WithStore(st, *worker, key), hsip.WithRedialWindow(*redial))
 		}
 		if *sipUser != "" {
 			pw := os.Getenv("HOLDLINE_SIP_PASSWORD")
