@@ -37,7 +37,8 @@ type State struct {
 	// UserData is what the application stored with SetUserData.
 	UserData map[string]json.RawMessage `json:"user_data,omitempty"`
 	// Seq is the sequence number of the last event the session had
-	// emitted when the state was taken: what the state covers.
+	// emitted when the state was taken: what the state covers. A session
+	// restored from the state numbers its events on from there.
 	Seq uint64 `json:"seq"`
 }
 
@@ -179,7 +180,9 @@ func (c *conductor) state() State {
 // restoreState rebuilds the conductor from st, settling unfinished calls
 // by the journal's records. Only called before the conductor starts.
 func (c *conductor) restoreState(st State, journal []tools.Record) {
-	c.epoch, c.ncall = st.Epoch, st.NextCall
+	// The session's events go on numbering from where they were: one
+	// stream across workers, as its clients see it.
+	c.epoch, c.ncall, c.seq = st.Epoch, st.NextCall, st.Seq
 	c.userData = maps.Clone(st.UserData)
 	settled := make([]tools.Call, len(st.Calls))
 	for i, call := range st.Calls {

@@ -1,81 +1,27 @@
 package sip_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/examples/booking"
+	"github.com/holdline/holdline/internal/baresiptest"
 	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/stt/pocketsphinx"
 	"github.com/holdline/holdline/tts/espeak"
 )
-
-// needBaresip returns baresip's path, or skips (fails under make test,
-// which installs it).
-func needBaresip(t *testing.T) string {
-	t.Helper()
-	for _, bin := range []string{"baresip", "espeak-ng", "sox"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			if os.Getenv("HOLDLINE_REQUIRE_MODELS") == "1" {
-				t.Fatalf("%s is missing: make test-deps installs it", bin)
-			}
-			t.Skipf("%s is missing (make test-deps installs it)", bin)
-		}
-	}
-	p, _ := exec.LookPath("baresip")
-	return p
-}
-
-// baresipHome writes a headless baresip configuration: SIP on a loopback
-// port, G.711, the microphone a WAV file (aufile) of espeak-ng's caller
-// voice saying text after lead seconds, then silence for tail seconds
-// (baresip hangs up when the file ends).
-func baresipHome(t *testing.T, text string, lead, tail float64) (dir string, port int) {
-	t.Helper()
-	dir = t.TempDir()
-	raw, wav := filepath.Join(dir, "raw.wav"), filepath.Join(dir, "caller.wav")
-	if out, err := exec.Command("espeak-ng", "-v", "en-us+edward", "-p", "35", "-w", raw, text).CombinedOutput(); err != nil {
-		t.Fatalf("espeak-ng: %v: %s", err, out)
-	}
-	if out, err := exec.Command("sox", raw, "-r", "8000", "-c", "1", "-b", "16", wav, "pad", fmt.Sprint(lead), fmt.Sprint(tail)).CombinedOutput(); err != nil {
-		t.Fatalf("sox: %v: %s", err, out)
-	}
-	port = freePort(t)
-	config := fmt.Sprintf(`poll_method epoll
-sip_listen 127.0.0.1:%d
-audio_player aufile,%s
-audio_source aufile,%s
-audio_alert aufile,%s
-module_path /usr/lib/baresip/modules
-module g711.so
-module aufile.so
-module_app account.so
-module_app menu.so
-`, port, filepath.Join(dir, "heard.wav"), wav, wav)
-	if err := os.WriteFile(filepath.Join(dir, "config"), []byte(config), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "accounts"), []byte("<sip:baresip@127.0.0.1>;regint=0;answermode=auto\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir, port
-}
 
 // baresip, a real softphone, calls the booking agent running on this
 // machine's engines: the caller's words are recognised by pocketsphinx,
 // book_table runs once, and the agent's answer is spoken back down the
 // line.
 func TestBaresipCallsTheBookingAgent(t *testing.T) {
-	baresip := needBaresip(t)
+	baresip := baresiptest.Need(t)
 	rec := &recorder{}
 	newAgent := func(context.Context) (*runtime.Agent, func(), error) {
 		voice, err := espeak.New()
@@ -103,9 +49,9 @@ func TestBaresipCallsTheBookingAgent(t *testing.T) {
 
 	// The greeting takes about 7 s: the caller speaks after it, then
 	// listens to the booking.
-	home, _ := baresipHome(t, "Book a table for two at seven.", 8, 25)
+	home, _ := baresiptest.Home(t, "Book a table for two at seven.", 8, 25)
 	cmd := exec.CommandContext(ctx, baresip, "-f", home, "-e", "/dial sip:agent@"+addr.String(), "-t", "60")
-	var out syncBuffer
+	var out baresiptest.Output
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -159,13 +105,13 @@ func TestBaresipCallsTheBookingAgent(t *testing.T) {
 // own, the agent speaks into the call, and baresip's hang-up when its
 // caller file ends is Holdline's end of the call.
 func TestCallPlacedToBaresip(t *testing.T) {
-	baresip := needBaresip(t)
+	baresip := baresiptest.Need(t)
 	srv, _, rec := startServer(t)
-	home, port := baresipHome(t, "Hello?", 1, 5)
+	home, port := baresiptest.Home(t, "Hello?", 1, 5)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, baresip, "-f", home, "-t", "30")
-	var out syncBuffer
+	var out baresiptest.Output
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -188,23 +134,4 @@ func TestCallPlacedToBaresip(t *testing.T) {
 	if !rec.find(events.SpeechStarted, "") && !rec.find(events.BargeInSuspected, "") {
 		t.Errorf("baresip's caller was never heard: %v", rec.kinds())
 	}
-}
-
-// syncBuffer is a bytes.Buffer a running command writes while the test
-// reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -25,25 +25,28 @@ import (
 type worker struct {
 	name string
 	url  string
+	log  string // its output
 	cmd  *exec.Cmd
 	done chan struct{}
 }
 
-func startWorker(t *testing.T, bin, name, redisURL, bookings, logDir string) *worker {
+func startWorker(t *testing.T, bin, name, redisURL, bookings, logDir string, extra ...string) *worker {
 	t.Helper()
 	port, err := redistest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := &worker{name: name, url: fmt.Sprintf("http://127.0.0.1:%d", port), done: make(chan struct{})}
-	logf, err := os.Create(filepath.Join(logDir, fmt.Sprintf("%s-%d.log", name, port)))
+	w.log = filepath.Join(logDir, fmt.Sprintf("%s-%d.log", name, port))
+	logf, err := os.Create(w.log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.cmd = exec.Command(bin, "serve", "--http", fmt.Sprintf("127.0.0.1:%d", port), "--agent", "booking",
 		"--store", redisURL, "--worker", name, "--resume-ttl", "30s",
 		"--booking-time", "1500ms", "--bookings", bookings)
-	w.cmd.Env = append(os.Environ(), "HOLDLINE_SNAPSHOT_KEY=a key every worker of the test shares", "OPENAI_API_KEY=")
+	w.cmd.Args = append(w.cmd.Args, extra...)
+	w.cmd.Env = append(os.Environ(), snapshotKeyEnv+"="+workerSnapshotKey, "OPENAI_API_KEY=")
 	w.cmd.Stdout, w.cmd.Stderr = logf, logf
 	if err := w.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -68,6 +71,16 @@ func startWorker(t *testing.T, bin, name, redisURL, bookings, logDir string) *wo
 			t.Fatalf("worker %s did not come up", name)
 		}
 	}
+}
+
+// buildHoldline builds the holdline binary into dir.
+func buildHoldline(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "holdline")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // kill ends the worker with SIGKILL, as a crash would, and waits for it.
@@ -115,10 +128,7 @@ func TestKilledWorkersCallsResumeOnTheOtherWorker(t *testing.T) {
 	}
 	rd := redistest.Start(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "holdline")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildHoldline(t, dir)
 	bookings := filepath.Join(dir, "bookings.jsonl")
 	workers := [2]*worker{
 		startWorker(t, bin, "w0", rd.URL(), bookings, dir),

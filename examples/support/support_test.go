@@ -80,6 +80,9 @@ func TestCallWithBillingComesBackAsBillingAfterACrash(t *testing.T) {
 		if started.Text != "billing" {
 			t.Errorf("the restored call started as %q; want billing", started.Text)
 		}
+		if started.Seq <= st.Seq {
+			t.Errorf("the restored call's events start again at %d; the state covered up to %d", started.Seq, st.Seq)
+		}
 		r.say("Yes, refund one please.")
 		r.waitFor("the refund", said("is refunded"))
 		if got := other.Refunds(); len(got) != 1 || got[0].Account != "A7" {
