@@ -33,4 +33,9 @@
 // and runs the agent on it. Transfer, called from a tool or OnEnter with
 // its context, hands the call over with a blind transfer: a REFER with
 // the X-Holdline-Handoff token, tracked through its NOTIFYs, then BYE.
+//
+// With WithStore, calls are checkpointed to a store shared by workers: a
+// Holdline worker answering a transferred call takes its conversation
+// over by the token, and a caller who dials the same number again after
+// their worker died is picked up where they were (WithRedialWindow).
 package sip
