@@ -25,6 +25,7 @@ import (
 	"github.com/zaf/g711"
 
 	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/internal/freeport"
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/scripted"
@@ -197,12 +198,11 @@ func (l *listener) heard() []heard {
 // freePort returns a UDP port free on loopback just now, for sipp.
 func freePort(t *testing.T) int {
 	t.Helper()
-	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	port, err := freeport.UDP()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port
+	return port
 }
 
 // uacScenario is a sipp UAC: an INVITE offering PCMA and telephone-event

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdline/holdline/internal/freeport"
 	"github.com/holdline/holdline/internal/redistest"
 )
 
@@ -69,7 +70,7 @@ func openTestRedis(tb testing.TB) *Redis {
 }
 
 func TestOpenRedisNamesUnansweringAddress(t *testing.T) {
-	port, err := redistest.FreePort()
+	port, err := freeport.TCP()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/internal/freeport"
 	"github.com/holdline/holdline/internal/redistest"
 	"github.com/holdline/holdline/internal/rtctest"
 	"github.com/holdline/holdline/llm"
@@ -32,7 +33,7 @@ type worker struct {
 
 func startWorker(t *testing.T, bin, name, redisURL, bookings, logDir string, extra ...string) *worker {
 	t.Helper()
-	port, err := redistest.FreePort()
+	port, err := freeport.TCP()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/holdline/holdline/handoff"
 	"github.com/holdline/holdline/internal/baresiptest"
+	"github.com/holdline/holdline/internal/freeport"
 	"github.com/holdline/holdline/internal/redistest"
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/runtime"
@@ -81,7 +81,7 @@ func TestKilledWorkersPhoneCallsArePickedUpOnRedial(t *testing.T) {
 	bookings := dir + "/bookings.jsonl"
 	var sipAddrs [2]string
 	startSIPWorker := func(i int, name string) *worker {
-		port, err := freeUDPPort()
+		port, err := freeport.UDP()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,15 +139,6 @@ func TestKilledWorkersPhoneCallsArePickedUpOnRedial(t *testing.T) {
 // workerSnapshotKey is the snapshot key every worker of the kill tests
 // shares.
 const workerSnapshotKey = "a key every worker of the test shares"
-
-func freeUDPPort() (int, error) {
-	c, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port, nil
-}
 
 func quantile(d []time.Duration, q float64) time.Duration {
 	if len(d) == 0 {

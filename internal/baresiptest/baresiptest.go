@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdline/holdline/internal/freeport"
 	"github.com/holdline/holdline/media"
 )
 
@@ -55,7 +55,10 @@ func Home(t testing.TB, text string, lead, tail float64) (dir string, port int) 
 		run(t, "espeak-ng", "-v", "en-us+edward", "-p", "35", "-w", raw, text)
 		run(t, "sox", raw, "-r", "8000", "-c", "1", "-b", "16", wav, "pad", fmt.Sprint(lead), fmt.Sprint(tail))
 	}
-	port = freeUDPPort(t)
+	port, err := freeport.UDP()
+	if err != nil {
+		t.Fatal(err)
+	}
 	dumps := filepath.Join(dir, "dumps")
 	if err := os.Mkdir(dumps, 0o755); err != nil {
 		t.Fatal(err)
@@ -91,16 +94,6 @@ func run(t testing.TB, name string, args ...string) {
 	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v: %s", name, err, out)
 	}
-}
-
-func freeUDPPort(t testing.TB) int {
-	t.Helper()
-	c, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port
 }
 
 // Heard returns what baresip configured by Home in dir heard on its

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdline/holdline/internal/freeport"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -84,7 +84,7 @@ func StartAt(path string) (*Server, error) {
 }
 
 func (s *Server) startOnce(path string) error {
-	port, err := FreePort()
+	port, err := freeport.TCP()
 	if err != nil {
 		return err
 	}
@@ -151,14 +151,4 @@ func (s *Server) stopProcess() error {
 		s.cmd = nil
 	}
 	return err
-}
-
-// FreePort returns a TCP port nothing listens on right now.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
