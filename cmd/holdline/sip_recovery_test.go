@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -109,7 +107,7 @@ func TestKilledWorkersPhoneCallsArePickedUpOnRedial(t *testing.T) {
 	for i := range trials {
 		point := sipKillPoints[i%len(sipKillPoints)]
 		from, to := i%2, (i+1)%2
-		res, err := tr.run(workers[from], sipAddrs[from], sipAddrs[to], point.at)
+		res, err := tr.run(fmt.Sprintf("caller-%d", i), workers[from], sipAddrs[from], sipAddrs[to], point.at)
 		if err != nil {
 			failed++
 			log, _ := os.ReadFile(workers[to].log)
@@ -179,40 +177,15 @@ func (p *phoneTrials) sessions(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// phone is a running baresip.
-type phone struct {
-	cmd  *exec.Cmd
-	out  *baresiptest.Output
-	done chan struct{} // closed when it has exited, with err set
-	err  error
-}
-
 // dial starts baresip with home's configuration, dialling addr.
-func (p *phoneTrials) dial(ctx context.Context, home, addr string) (*phone, error) {
-	ph := &phone{out: &baresiptest.Output{}, done: make(chan struct{})}
-	ph.cmd = exec.CommandContext(ctx, p.baresip, "-f", home, "-e", "/dial sip:agent@"+addr, "-t", "90")
-	ph.cmd.Stdout, ph.cmd.Stderr = ph.out, ph.out
-	if err := ph.cmd.Start(); err != nil {
-		return nil, err
-	}
-	go func() { ph.err = ph.cmd.Wait(); close(ph.done) }()
-	return ph, nil
+func (p *phoneTrials) dial(ctx context.Context, home, addr string) (*baresiptest.Phone, error) {
+	return baresiptest.Start(ctx, p.baresip, home, "-e", "/dial sip:agent@"+addr, "-t", "120")
 }
 
-// hangUp ends baresip, as a caller hanging up, and waits for it: asked
-// to quit (it hangs up and closes its recordings), killed if it has not
-// within a few seconds.
-func (ph *phone) hangUp() {
-	_ = ph.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-ph.done:
-	case <-time.After(3 * time.Second):
-		_ = ph.cmd.Process.Kill()
-		<-ph.done
-	}
-}
-
-func (p *phoneTrials) run(a *worker, addrA, addrB string, at func(callView) bool) (res trialResult, err error) {
+// run is one trial: line calls a at addrA, a dies, line calls addrB.
+// Each trial has a line of its own, so that one that fails leaves nothing
+// for the next to pick up.
+func (p *phoneTrials) run(line string, a *worker, addrA, addrB string, at func(callView) bool) (res trialResult, err error) {
 	t := p.t
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -222,19 +195,19 @@ func (p *phoneTrials) run(a *worker, addrA, addrB string, at func(callView) bool
 
 	// The first call: the greeting takes about 7 s; the caller asks
 	// after it and stays on the line.
-	home1, _ := baresiptest.Home(t, "Book a table for two at seven.", 8, 60)
+	home1, _ := baresiptest.HomeAs(t, line, "Book a table for two at seven.", 8, 60)
 	phone1, err := p.dial(ctx, home1, addrA)
 	if err != nil {
 		return res, err
 	}
-	defer phone1.hangUp()
+	defer phone1.HangUp()
 	var id string
 	var view callView
 	var outcomeAt time.Time
 	for {
 		select {
-		case <-phone1.done:
-			return res, fmt.Errorf("baresip ended (%v) before the kill point:\n%s", phone1.err, phone1.out.String())
+		case <-phone1.Done():
+			return res, fmt.Errorf("baresip ended (%v) before the kill point:\n%s", phone1.Err(), phone1.Out.String())
 		case <-ctx.Done():
 			return res, fmt.Errorf("the kill point never came (session %q, state %+v)", id, view.state)
 		case <-time.After(20 * time.Millisecond):
@@ -273,7 +246,7 @@ func (p *phoneTrials) run(a *worker, addrA, addrB string, at func(callView) bool
 		}
 	}
 	a.kill()
-	phone1.hangUp() // the caller hears the line go dead and hangs up
+	phone1.HangUp() // the caller hears the line go dead and hangs up
 	saved, err := handoff.Resume(ctx, p.st, id, p.key)
 	if err != nil {
 		return res, fmt.Errorf("the dead worker's last checkpoint: %w", err)
@@ -281,20 +254,20 @@ func (p *phoneTrials) run(a *worker, addrA, addrB string, at func(callView) bool
 
 	// The caller dials again, this time reaching the other worker, and
 	// listens.
-	home2, _ := baresiptest.Home(t, "", 0, 10)
+	home2, _ := baresiptest.HomeAs(t, line, "", 0, 10)
 	redialled := time.Now()
 	phone2, err := p.dial(ctx, home2, addrB)
 	if err != nil {
 		return res, err
 	}
-	defer phone2.hangUp()
+	defer phone2.HangUp()
 	// While the call is up the picked-up session writes its
 	// checkpoints: the conversation as the other worker has it.
 	var picked runtime.State
 	for picked.Seq <= saved.State.Seq {
 		select {
-		case <-phone2.done:
-			return res, fmt.Errorf("the redial ended (%v) without the call being picked up:\n%s", phone2.err, phone2.out.String())
+		case <-phone2.Done():
+			return res, fmt.Errorf("the redial ended (%v) without the call being picked up:\n%s", phone2.Err(), phone2.Out.String())
 		case <-ctx.Done():
 			return res, errors.New("the redialled call never picked the session up")
 		case <-time.After(20 * time.Millisecond):
@@ -310,11 +283,11 @@ func (p *phoneTrials) run(a *worker, addrA, addrB string, at func(callView) bool
 	}
 	// baresip hangs up when its file ends, and stays running.
 	for {
-		if _, ended := phone2.out.When("terminated"); ended {
+		if _, ended := phone2.Out.When("terminated"); ended {
 			break
 		}
 		select {
-		case <-phone2.done:
+		case <-phone2.Done():
 		case <-ctx.Done():
 			return res, errors.New("the redialled call never ended")
 		case <-time.After(50 * time.Millisecond):
@@ -322,10 +295,10 @@ func (p *phoneTrials) run(a *worker, addrA, addrB string, at func(callView) bool
 		}
 		break
 	}
-	phone2.hangUp() // its recording is complete once it has exited
-	answeredAt, ok := phone2.out.When("Call established")
+	phone2.HangUp() // its recording is complete once it has exited
+	answeredAt, ok := phone2.Out.When("Call established")
 	if !ok {
-		return res, fmt.Errorf("baresip never saw the redial answered:\n%s", phone2.out.String())
+		return res, fmt.Errorf("baresip never saw the redial answered:\n%s", phone2.Out.String())
 	}
 	heard, err := baresiptest.Heard(home2)
 	if err != nil {

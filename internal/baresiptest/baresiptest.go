@@ -6,6 +6,7 @@ package baresiptest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -46,6 +48,13 @@ func Need(t testing.TB) string {
 // calls on its own.
 func Home(t testing.TB, text string, lead, tail float64) (dir string, port int) {
 	t.Helper()
+	return HomeAs(t, "baresip", text, lead, tail)
+}
+
+// HomeAs is Home with the account sip:USER@127.0.0.1: the caller's line,
+// as Holdline tells callers apart.
+func HomeAs(t testing.TB, user, text string, lead, tail float64) (dir string, port int) {
+	t.Helper()
 	dir = t.TempDir()
 	wav := filepath.Join(dir, "caller.wav")
 	if text == "" {
@@ -57,6 +66,9 @@ func Home(t testing.TB, text string, lead, tail float64) (dir string, port int) 
 	}
 	port, err := freeport.UDP()
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "port"), []byte(fmt.Sprint(port)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	dumps := filepath.Join(dir, "dumps")
@@ -83,7 +95,7 @@ module_app menu.so
 	if err := os.WriteFile(filepath.Join(dir, "config"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "accounts"), []byte("<sip:baresip@127.0.0.1>;regint=0;answermode=auto\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "accounts"), []byte("<sip:"+user+"@127.0.0.1>;regint=0;answermode=auto\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir, port
@@ -175,4 +187,85 @@ func (o *Output) When(text string) (time.Time, bool) {
 		}
 	}
 	return time.Time{}, false
+}
+
+// Phone is a running baresip.
+type Phone struct {
+	cmd  *exec.Cmd
+	Out  *Output
+	done chan struct{}
+	err  error
+}
+
+// Start runs baresip (its path bin) with the configuration Home wrote in
+// dir, and args (e.g. "-e", "/dial sip:..."). baresip also listens for
+// SIP over TCP and TLS on ports next to its UDP one; when one of those
+// is taken (by another test's server, just then) it exits at once, and
+// Start moves it to another port and tries again.
+func Start(ctx context.Context, bin, dir string, args ...string) (*Phone, error) {
+	for attempt := 0; ; attempt++ {
+		p := &Phone{Out: &Output{}, done: make(chan struct{})}
+		p.cmd = exec.CommandContext(ctx, bin, append([]string{"-f", dir}, args...)...)
+		p.cmd.Stdout, p.cmd.Stderr = p.Out, p.Out
+		if err := p.cmd.Start(); err != nil {
+			return nil, err
+		}
+		go func() { p.err = p.cmd.Wait(); close(p.done) }()
+		select {
+		case <-p.done:
+			if attempt < 3 && strings.Contains(p.Out.String(), "Address already in use") {
+				if err := moveSIPPort(dir); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			return p, nil // the caller sees it ended, and why
+		case <-time.After(time.Second):
+			return p, nil
+		}
+	}
+}
+
+// moveSIPPort rewrites dir's configuration to listen on another port.
+func moveSIPPort(dir string) error {
+	old, err := os.ReadFile(filepath.Join(dir, "port"))
+	if err != nil {
+		return err
+	}
+	port, err := freeport.UDP()
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dir, "config")
+	config, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	config = bytes.Replace(config, []byte("127.0.0.1:"+string(old)+"\n"), []byte(fmt.Sprintf("127.0.0.1:%d\n", port)), 1)
+	if err := os.WriteFile(path, config, 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "port"), []byte(fmt.Sprint(port)), 0o644)
+}
+
+// Done is closed when baresip has exited; Err then says how.
+func (p *Phone) Done() <-chan struct{} { return p.done }
+
+// Err is how baresip exited, once Done is closed.
+func (p *Phone) Err() error {
+	<-p.done
+	return p.err
+}
+
+// HangUp ends baresip, as a caller hanging up, and waits for it: asked
+// to quit (it hangs up and closes its recordings), killed if it has not
+// within a few seconds.
+func (p *Phone) HangUp() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(3 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
 }
