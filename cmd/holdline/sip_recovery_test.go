@@ -102,7 +102,7 @@ func TestKilledWorkersPhoneCallsArePickedUpOnRedial(t *testing.T) {
 	defer rc.Close()
 
 	tr := &phoneTrials{t: t, baresip: baresip, st: st, key: key, rc: rc}
-	var answers, speaking []time.Duration
+	var answers, speaking, heard []time.Duration
 	var lost, failed int
 	for i := range trials {
 		point := sipKillPoints[i%len(sipKillPoints)]
@@ -115,6 +115,7 @@ func TestKilledWorkersPhoneCallsArePickedUpOnRedial(t *testing.T) {
 		} else {
 			answers = append(answers, res.answered)
 			speaking = append(speaking, res.speaking)
+			heard = append(heard, res.answered+res.speaking)
 		}
 		lost += res.lost
 		workers[from] = startSIPWorker(from, fmt.Sprintf("w%d-%d", from, i))
@@ -122,10 +123,11 @@ func TestKilledWorkersPhoneCallsArePickedUpOnRedial(t *testing.T) {
 	dups := duplicateBookings(t, bookings)
 	t.Logf("%d phone kill trials: %d picked up on redial, %d failed; bookings made twice: %d; saved turns lost: %d; "+
 		"redial to the answer p50 %v, p95 %v, max %v (the dead worker's lease runs out first); "+
-		"answer to the agent speaking p50 %v, p95 %v, max %v",
+		"answer to the agent speaking p50 %v, p95 %v, max %v; redial to hearing the agent p50 %v, p95 %v, max %v",
 		trials, len(answers), failed, dups, lost,
 		quantile(answers, 0.5), quantile(answers, 0.95), quantile(answers, 1),
-		quantile(speaking, 0.5), quantile(speaking, 0.95), quantile(speaking, 1))
+		quantile(speaking, 0.5), quantile(speaking, 0.95), quantile(speaking, 1),
+		quantile(heard, 0.5), quantile(heard, 0.95), quantile(heard, 1))
 	if dups != 0 {
 		t.Errorf("%d bookings were made twice", dups)
 	}
