@@ -3,8 +3,10 @@ package sip_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -200,21 +202,52 @@ func TestRedialAfterAWorkerDiesPicksTheCallUp(t *testing.T) {
 	a.rec.checkpointed(t, a.rec.waitFor(t, events.PlayoutDone, "You pressed a key."))
 	toA.severed.Store(true) // worker A dies
 
+	// The caller dials again, and the same line's INVITE comes twice at
+	// once (two phones on one number): one picks the call up, the other
+	// is answered afresh.
 	dialled := time.Now()
-	second := setUpRawCallWithin(t, b.addr, "redial-2", l.port(), 15*time.Second)
+	second, twin := dialRaw(t, b.addr), dialRaw(t, b.addr)
+	second.send(invite(second.local(), "redial-2", "application/sdp", fmt.Sprintf(pcmuOffer, l.port())))
+	twin.send(invite(twin.local(), "redial-twin", "application/sdp", fmt.Sprintf(pcmuOffer, l.port())))
+	var calls []*rawCall
+	for _, c := range []struct {
+		u  *rawUA
+		id string
+	}{{second, "redial-2"}, {twin, "redial-twin"}} {
+		res := c.u.final(15 * time.Second)
+		if !strings.HasPrefix(res, "SIP/2.0 200 ") {
+			t.Fatalf("the redial %s was answered %q", c.id, res)
+		}
+		rc := &rawCall{u: c.u, id: c.id, toTag: header(res, "To"), answer: res, cseq: 1}
+		rc.request("ACK", "", "")
+		calls = append(calls, rc)
+	}
 	answered := time.Since(dialled)
 	b.rec.waitFor(t, events.PlayoutDone, "Sorry, we were cut off.")
-	if !heardBefore(b.model, "Pressed 1") || !heardBefore(b.model, "You pressed a key. Worker A here.") {
-		t.Errorf("worker B's first request lacks the call so far: %+v", b.model.Requests()[0].Context.Items)
-	}
+	b.rec.waitFor(t, events.PlayoutDone, "Worker B here.")
+	var pickedUp, fresh int
 	for _, req := range b.model.Requests() {
-		if strings.Contains(req.Instructions, "Greet the caller.") {
-			t.Error("worker B greeted the caller again")
+		switch {
+		case strings.Contains(req.Instructions, "called back"):
+			pickedUp++
+			had := func(text string) bool {
+				return slices.ContainsFunc(req.Context.Items, func(it llm.Item) bool { return strings.Contains(it.Text, text) })
+			}
+			if !had("Pressed 1") || !had("You pressed a key. Worker A here.") {
+				t.Errorf("the picked-up call's first request lacks the call so far: %+v", req.Context.Items)
+			}
+		case strings.Contains(req.Instructions, "Greet the caller."):
+			fresh++
 		}
 	}
+	if pickedUp != 1 || fresh != 1 {
+		t.Errorf("of the two redials %d picked the call up and %d were greeted afresh; want one each", pickedUp, fresh)
+	}
 	t.Logf("the redial was answered %v after dialling (worker A's lease had to run out)", answered.Round(time.Millisecond))
-	second.request("BYE", "", "")
-	second.u.final(3 * time.Second)
+	for _, c := range calls {
+		c.request("BYE", "", "")
+		c.u.final(3 * time.Second)
+	}
 
 	// The call ended normally: a new call from the line is a new
 	// conversation.
