@@ -43,9 +43,9 @@ type Agent struct {
 	// may wait, under ctx), and when a handoff makes it the agent; a
 	// typical body greets the caller with s.GenerateReply. For a session
 	// restored from a State, s.Restored is true and the OnEnter that runs
-	// is the restored agent's: a greeting there would repeat one the caller
-	// has heard (the transport that restored the session
-	// has the agent pick up where it was).
+	// is the restored agent's: a greeting there would repeat one the
+	// caller has heard (the transport that restored the session has the
+	// agent pick up where it was).
 	OnEnter func(ctx context.Context, s *Session) error
 	// Peers are the agents this one may hand the session to
 	// (Session.Handoff). They are how a session restored from a State
