@@ -111,7 +111,10 @@ type turnState struct {
 	// synthDone: all of the turn's audio is queued. A follow-up waits for
 	// it, because the output plays audio in the order it was queued: a
 	// follow-up's words must not land between the preamble's phrases.
-	synthDone   bool
+	synthDone bool
+	// unspoken: no voice could speak the end of the answer; what will be
+	// heard is the words queued, not the text planned.
+	unspoken    bool
 	playoutDone bool
 	interrupted bool
 	// superseded: newer user input came after this turn began, so its tool
@@ -225,12 +228,7 @@ func (c *conductor) handle(in Input) {
 			t.words = append(t.words, in.Words...)
 		}
 	case SpeechDone:
-		if t := c.liveTurn(in.Epoch); t != nil {
-			t.synthDone = true
-			if in.Err != nil {
-				c.emit(events.Event{Kind: events.ProviderError, Epoch: in.Epoch, Provider: "tts", Error: in.Err.Error()})
-			}
-		}
+		c.onSpeechDone(in)
 	case PlayoutStarted:
 		if t := c.liveTurn(in.Epoch); t != nil && !t.playoutDone {
 			c.emit(events.Event{Kind: events.PlayoutStarted, Epoch: in.Epoch})
@@ -868,6 +866,27 @@ func (c *conductor) commit(cs *callState) {
 	c.emit(events.Event{Kind: events.ToolCommitted, Epoch: cs.turn.epoch, CallID: cs.id(), Tool: cs.rec.Tool, State: string(cs.rec.State)})
 }
 
+// onSpeechDone: all of a turn's audio is queued. If no voice could speak
+// the end of the answer, the caller must not be left guessing: the answer
+// as requests show it from now on is what will be heard, and a system note
+// tells the model what was lost, so its next answer can say it again.
+func (c *conductor) onSpeechDone(d SpeechDone) {
+	t := c.liveTurn(d.Epoch)
+	if t == nil {
+		return
+	}
+	t.synthDone = true
+	if d.Err == nil {
+		return
+	}
+	c.emit(events.Event{Kind: events.ProviderError, Epoch: d.Epoch, Provider: "tts", Error: d.Err.Error(), Text: d.Unspoken})
+	if d.Unspoken == "" {
+		return
+	}
+	t.unspoken = true
+	c.chat = append(c.chat, &entry{item: llm.Item{Kind: llm.KindMessage, Role: llm.RoleSystem, Text: undeliveredNote(d.Unspoken)}})
+}
+
 func (c *conductor) onPlayoutFinished(epoch uint64) {
 	t := c.liveTurn(epoch)
 	if t == nil || t.playoutDone {
@@ -1081,8 +1100,12 @@ func (c *conductor) render(forModel bool) []llm.Item {
 			flush()
 		}
 		it := e.item
-		if e.turn != nil {
-			it.Text = strings.TrimSpace(e.turn.planned.String())
+		if t := e.turn; t != nil {
+			if t.unspoken {
+				it.Text = c.allWords(t)
+			} else {
+				it.Text = strings.TrimSpace(t.planned.String())
+			}
 		}
 		if it.Arguments != nil {
 			it.Arguments = append(json.RawMessage(nil), it.Arguments...)

@@ -200,19 +200,25 @@ func (g generation) stream(ctx context.Context, model llm.Model, req llm.Request
 // model's own audio. Word timings are shifted onto the turn's audio
 // timeline; a synthesiser that gives none gets estimated ones spread over
 // each phrase's audio, and a speaking model's transcript is timed by
-// voiceWords.
+// voiceWords. A phrase the voice fails on is tried again as PhraseTries
+// says; if no voice can speak it, it and the rest of the answer are
+// reported unspoken, so the context says what the caller missed.
 func (g generation) speak(ctx context.Context, pieces <-chan piece) {
 	agent := g.s.currentAgent()
-	synth := agent.TTS
-	if synth == nil {
-		synth = agent.BackupTTS
+	voices := make([]tts.Synthesizer, 0, 2)
+	for _, v := range []tts.Synthesizer{agent.TTS, agent.BackupTTS} {
+		if v != nil && !slices.Contains(voices, v) {
+			voices = append(voices, v)
+		}
 	}
 	textOnly := g.s.textOnly()
 	var (
-		offset time.Duration
-		failed error
-		out    = outputQueue{player: g.s.player, epoch: g.epoch}
-		voice  voiceWords
+		offset   time.Duration
+		failed   error
+		unspoken strings.Builder
+		tries    = PhraseTries{Voices: len(voices)}
+		out      = outputQueue{player: g.s.player, epoch: g.epoch}
+		voice    voiceWords
 	)
 	for p := range pieces {
 		if ctx.Err() != nil {
@@ -240,24 +246,17 @@ func (g generation) speak(ctx context.Context, pieces <-chan piece) {
 			g.postWords(wordsAt(p.text, offset, 0))
 			continue
 		}
-		if synth == nil || failed != nil {
+		if len(voices) == 0 {
 			continue
 		}
-		start := offset
-		var err error
-		offset, err = g.synthesize(ctx, synth, p.text, offset, &out)
-		if err != nil && ctx.Err() == nil && agent.BackupTTS != nil && synth != agent.BackupTTS {
-			g.s.post(providerFailover{provider: "tts", err: err})
-			synth = agent.BackupTTS
-			if offset == start {
-				// Nothing of the phrase was heard: say all of it again.
-				offset, err = g.synthesize(ctx, synth, p.text, offset, &out)
-			} else {
-				err = nil
-			}
+		if failed != nil {
+			unspoken.WriteString(" " + p.text)
+			continue
 		}
-		if err != nil && ctx.Err() == nil {
+		var err error
+		if offset, err = g.sayPhrase(ctx, voices, &tries, p.text, offset, &out); err != nil && ctx.Err() == nil {
 			failed = err
+			unspoken.WriteString(p.text)
 		}
 	}
 	if ctx.Err() != nil {
@@ -270,7 +269,38 @@ func (g generation) speak(ctx context.Context, pieces <-chan piece) {
 		return
 	}
 	g.s.player.EndEpoch(g.epoch)
-	g.s.post(SpeechDone{Epoch: g.epoch, Err: failed})
+	g.s.post(SpeechDone{Epoch: g.epoch, Err: failed, Unspoken: strings.TrimSpace(unspoken.String())})
+}
+
+// sayPhrase speaks one phrase, trying again as tries says when the voice
+// fails: a retry or a backup voice says the whole phrase, so a caller who
+// heard its start hears it begin again rather than a gap. It returns where
+// the phrase's audio ends, and the last error if no voice could speak it.
+func (g generation) sayPhrase(ctx context.Context, voices []tts.Synthesizer, tries *PhraseTries,
+	text string, offset time.Duration, out *outputQueue) (time.Duration, error) {
+	tries.Next()
+	for {
+		var err error
+		offset, err = g.synthesize(ctx, voices[tries.Voice], text, offset, out)
+		if err == nil || ctx.Err() != nil {
+			return offset, err
+		}
+		wait, failover, ok := tries.Failed()
+		if !ok {
+			return offset, err
+		}
+		if failover {
+			g.s.post(providerFailover{provider: "tts", err: err})
+			continue
+		}
+		t := time.NewTimer(min(wait, g.s.cfg.stallTimeout))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return offset, ctx.Err()
+		}
+	}
 }
 
 func (g generation) postWords(words []tts.WordTiming) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/scripted"
 	"github.com/holdline/holdline/stt"
+	"github.com/holdline/holdline/tools"
 )
 
 // A model that fails before its first token hands the turn to the backup
@@ -231,3 +233,114 @@ func TestVoicedModelInterruptedKeepsWhatWasPlayed(t *testing.T) {
 }
 
 var _ stt.Recognizer = (*scripted.STT)(nil)
+
+type weatherArgs struct {
+	City string `json:"city"`
+}
+
+// weatherCall is the booking-free example of a turn with a read tool: a
+// preamble while the lookup runs, then the answer as its follow-up.
+func weatherCall(ttsOpts ...scripted.TTSOption) setup {
+	weather := tools.MustNew("get_weather", "Weather for a city.", func(ctx context.Context, a weatherArgs) (string, error) {
+		return "sunny in " + a.City, nil
+	}, tools.WithEffect(tools.Read))
+	return setup{
+		tools: []*tools.Tool{weather},
+		responses: []scripted.Response{
+			{Text: "Let me check.", ToolCalls: []scripted.Call{{ID: "w1", Name: "get_weather", Args: weatherArgs{City: "Lisbon"}}}},
+			{Text: "It is sunny in Lisbon today."},
+			{Text: "I said it is sunny in Lisbon today."},
+		},
+		ttsOpts: ttsOpts,
+	}
+}
+
+// A voice that fails once on the answer after a tool result is asked again:
+// the caller hears the whole answer, a moment late, and nothing is lost.
+func TestVoiceFailingOnceOnTheAnswerIsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Stream 1 is the preamble, 2 the answer's first try.
+		h := start(t, weatherCall(scripted.WithTTSFailure(errors.New("tts 503"), 0), scripted.WithTTSFailingStreams(2)))
+		if err := h.s.Inject(context.Background(), "Weather in Lisbon?"); err != nil {
+			t.Fatal(err)
+		}
+		h.waitFor(events.PlayoutDone, func(e events.Event) bool { return strings.Contains(e.Text, "sunny") }, 10*time.Second)
+		h.waitFor(events.Idle, nil, 5*time.Second)
+		if got := h.voice.Texts(); !slices.Equal(got, []string{"Let me check.", "It is sunny in Lisbon today.", "It is sunny in Lisbon today."}) {
+			t.Errorf("the voice was asked for %q; want the preamble, then the answer twice (a failure and its retry)", got)
+		}
+		if e, failed := h.find(events.ProviderError, nil); failed {
+			t.Errorf("provider_error %q though the retry spoke the answer", e.Error)
+		}
+		for _, it := range h.context().Items {
+			if it.Role == llm.RoleSystem {
+				t.Errorf("context has a system note %q though the answer was heard", it.Text)
+			}
+		}
+	})
+}
+
+// When no voice can speak the answer, the caller is not left guessing: the
+// context keeps what was heard and a note of what was not, the event names
+// the lost words, and the next request carries the note so the model can
+// say it again.
+func TestAnswerNoVoiceCanSpeakIsNotedForTheModel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, weatherCall(scripted.WithTTSFailure(errors.New("tts 503"), 0), scripted.WithTTSFailingStreams(2, 3)))
+		if err := h.s.Inject(context.Background(), "Weather in Lisbon?"); err != nil {
+			t.Fatal(err)
+		}
+		lost := h.waitFor(events.ProviderError, nil, 10*time.Second)
+		if lost.Provider != "tts" || lost.Text != "It is sunny in Lisbon today." || !strings.Contains(lost.Error, "tts 503") {
+			t.Errorf("provider_error = %s %q %q; want tts naming the lost answer and the error", lost.Provider, lost.Text, lost.Error)
+		}
+		h.waitFor(events.Idle, nil, 5*time.Second)
+		var note string
+		for _, it := range h.context().Items {
+			if it.Role == llm.RoleAssistant && strings.Contains(it.Text, "sunny") {
+				t.Errorf("context says the agent said %q, which the caller never heard", it.Text)
+			}
+			if it.Role == llm.RoleSystem {
+				note = it.Text
+			}
+		}
+		if got, ok := IsUndeliveredNote(note); !ok || got != "It is sunny in Lisbon today." {
+			t.Fatalf("context's system note = %q; want the not-delivered note naming the answer", note)
+		}
+		if err := h.s.Inject(context.Background(), "Hello?"); err != nil {
+			t.Fatal(err)
+		}
+		h.waitFor(events.PlayoutDone, func(e events.Event) bool { return strings.HasPrefix(e.Text, "I said") }, 10*time.Second)
+		reqs := h.model.Requests()
+		last := reqs[len(reqs)-1].Context.Items
+		found := false
+		for _, it := range last {
+			found = found || it.Role == llm.RoleSystem && it.Text == note
+		}
+		if !found {
+			t.Errorf("the request after the failure does not carry the note:\n%v", last)
+		}
+	})
+}
+
+// A backup voice is tried after the retry on the agent's own voice, and
+// keeps speaking the rest of the answer.
+func TestBackupVoiceAfterTheRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		backup, err := scripted.NewTTS()
+		if err != nil {
+			t.Fatal(err)
+		}
+		su := weatherCall(scripted.WithTTSFailure(errors.New("tts 503"), 0), scripted.WithTTSFailingStreams(2, 3))
+		su.agent = func(a *Agent) { a.BackupTTS = backup }
+		h := start(t, su)
+		if err := h.s.Inject(context.Background(), "Weather in Lisbon?"); err != nil {
+			t.Fatal(err)
+		}
+		h.waitFor(events.PlayoutDone, func(e events.Event) bool { return strings.Contains(e.Text, "sunny") }, 10*time.Second)
+		if got := backup.Texts(); !slices.Equal(got, []string{"It is sunny in Lisbon today."}) {
+			t.Errorf("backup spoke %q; want the answer", got)
+		}
+		h.waitFor(events.ProviderFailover, nil, time.Second)
+	})
+}

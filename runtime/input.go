@@ -76,10 +76,13 @@ type SpeechWords struct {
 }
 
 // SpeechDone says synthesis for turn Epoch has ended: all of its audio is
-// queued for playout (Err says why it ended early, if it did).
+// queued for playout. Err says why it ended early, if it did; Unspoken is
+// the answer's text no voice could speak (the phrase that failed and every
+// phrase after it), which the caller will never hear.
 type SpeechDone struct {
-	Epoch uint64
-	Err   error
+	Epoch    uint64
+	Err      error
+	Unspoken string
 }
 
 // PlayoutStarted says the first sample of turn Epoch has been played.

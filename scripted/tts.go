@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +35,7 @@ type ttsConfig struct {
 	frame          time.Duration
 	failErr        error
 	failAfter      int
+	failStreams    []int // 1-based; empty: every stream fails
 	zeroAudio      bool
 	noTimings      bool
 	realtime       float64
@@ -61,6 +63,13 @@ func WithFrameDuration(d time.Duration) TTSOption { return func(c *ttsConfig) { 
 // io.EOF.
 func WithTTSFailure(err error, afterWords int) TTSOption {
 	return func(c *ttsConfig) { c.failErr, c.failAfter = err, afterWords }
+}
+
+// WithTTSFailingStreams limits WithTTSFailure to the streams numbered (from
+// 1, in the order Synthesize was called); the others succeed, as a provider
+// does once a passing fault clears.
+func WithTTSFailingStreams(n ...int) TTSOption {
+	return func(c *ttsConfig) { c.failStreams = n }
 }
 
 // WithZeroAudio makes every stream end with io.EOF after the TTFB without
@@ -143,6 +152,7 @@ func (t *TTS) Synthesize(ctx context.Context, text string) (tts.Stream, error) {
 	start := time.Now()
 	t.mu.Lock()
 	t.texts = append(t.texts, text)
+	fails := t.cfg.failErr != nil && (len(t.cfg.failStreams) == 0 || slices.Contains(t.cfg.failStreams, len(t.texts)))
 	t.mu.Unlock()
 
 	cfg := &t.cfg
@@ -168,7 +178,7 @@ func (t *TTS) Synthesize(ctx context.Context, text string) (tts.Stream, error) {
 		s.timings[i] = tts.WordTiming{Word: w, Start: t.dur(a), End: t.dur(b)}
 	}
 	s.total = bound(len(words))
-	if cfg.failErr != nil {
+	if fails {
 		s.final = cfg.failErr
 		if cfg.failAfter < len(words) {
 			s.total = bound(max(cfg.failAfter, 0))
