@@ -161,7 +161,7 @@ func (a *audioInput) start(ctx context.Context, g *errgroup.Group) error {
 				continue
 			}
 			if err != nil {
-				a.s.post(providerFailover{provider: "stt", err: err})
+				a.s.post(ProviderFailover{Provider: "stt", Err: err})
 			}
 			var stream stt.Stream
 			if stream, err = rec.Stream(ctx, a.cfg.Rate); err == nil {
@@ -195,7 +195,7 @@ func (a *audioInput) start(ctx context.Context, g *errgroup.Group) error {
 				a.s.post(providerFailure{provider: "stt", err: err})
 				return nil
 			}
-			a.s.post(providerFailover{provider: "stt", err: err})
+			a.s.post(ProviderFailover{Provider: "stt", Err: err})
 			if stream, err = open(); err != nil {
 				a.s.post(providerFailure{provider: "stt", err: err})
 				return nil

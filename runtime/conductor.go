@@ -248,8 +248,8 @@ func (c *conductor) handle(in Input) {
 		}
 	case providerFailure:
 		c.emit(events.Event{Kind: events.ProviderError, Provider: in.provider, Error: in.err.Error()})
-	case providerFailover:
-		c.emit(events.Event{Kind: events.ProviderFailover, Epoch: c.epoch, Provider: in.provider, Error: in.err.Error()})
+	case ProviderFailover:
+		c.emit(events.Event{Kind: events.ProviderFailover, Epoch: c.epoch, Provider: in.Provider, Error: in.Err.Error()})
 	case checkpointResult:
 		c.onCheckpointResult(in)
 	case handoffRequest:

@@ -111,7 +111,7 @@ func (g generation) read(ctx context.Context, req llm.Request, pieces chan<- pie
 			continue
 		}
 		if err != nil {
-			g.s.post(providerFailover{provider: "llm", err: err})
+			g.s.post(ProviderFailover{Provider: "llm", Err: err})
 		}
 		var started bool
 		started, err = g.stream(ctx, model, req, &calls, &chunker, send)
@@ -290,7 +290,7 @@ func (g generation) sayPhrase(ctx context.Context, voices []tts.Synthesizer, tri
 			return offset, err
 		}
 		if failover {
-			g.s.post(providerFailover{provider: "tts", err: err})
+			g.s.post(ProviderFailover{Provider: "tts", Err: err})
 			continue
 		}
 		t := time.NewTimer(min(wait, g.s.cfg.stallTimeout))

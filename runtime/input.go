@@ -123,11 +123,11 @@ type providerFailure struct {
 	err      error
 }
 
-// providerFailover reports that a provider failed and the agent's backup
-// for that role took over.
-type providerFailover struct {
-	provider string
-	err      error
+// ProviderFailover reports that a provider failed and the agent's backup
+// for that role ("llm", "stt", "tts") took over.
+type ProviderFailover struct {
+	Provider string
+	Err      error
 }
 
 type timerFired struct {
@@ -159,5 +159,5 @@ func (ReconcileOutcome) input()  {}
 func (TransportLost) input()     {}
 func (TransportRestored) input() {}
 func (providerFailure) input()   {}
-func (providerFailover) input()  {}
+func (ProviderFailover) input()  {}
 func (query) input()             {}

@@ -32,6 +32,7 @@ func (r *run) check() {
 		r.checkAnswered(fmt.Sprintf("request %d (at %v)", i+1, req.at), req.items)
 	}
 	r.checkPlayout()
+	r.checkDelivered()
 	r.checkInferences()
 	r.checkStall(byID)
 	r.checkExpect()
@@ -119,6 +120,40 @@ func (r *run) checkPlayout() {
 	}
 	if !slices.Equal(said, heard) {
 		r.violate("context does not match playout: the context says the agent said %q; the caller heard %q", said, heard)
+	}
+}
+
+// checkDelivered: never silent. Every answer no one cut into was heard to
+// its last word, or the context holds the note that names the words the
+// caller did not hear.
+func (r *run) checkDelivered() {
+	interrupted := map[uint64]bool{}
+	for _, e := range r.out.Events {
+		if e.Kind == events.TurnInterrupted {
+			interrupted[e.Epoch] = true
+		}
+	}
+	var notes [][]string
+	for _, it := range r.out.Context.Items {
+		if lost, ok := runtime.IsUndeliveredNote(it.Text); ok && it.Role == llm.RoleSystem {
+			notes = append(notes, strings.Fields(lost))
+		}
+	}
+	for ep := uint64(1); ep <= uint64(len(r.edges.requests)); ep++ {
+		g := r.edges.gens[ep]
+		if g == nil || g.text == "" || interrupted[ep] {
+			continue
+		}
+		words := strings.Fields(g.text)
+		heard := len(strings.Fields(r.edges.player.heard(r.sched.now(), ep)))
+		if heard >= len(words) {
+			continue
+		}
+		rest := words[heard:]
+		if !slices.ContainsFunc(notes, func(n []string) bool { return slices.Equal(n, rest) }) {
+			r.violate("silent: turn %d's answer %q was heard only up to %q and no note in the context says the caller missed %q",
+				ep, g.text, strings.Join(words[:heard], " "), strings.Join(rest, " "))
+		}
 	}
 }
 

@@ -31,6 +31,9 @@ type edges struct {
 	// armed faults hit the next model request or synthesis when none is in
 	// flight at the fault's time.
 	llmArmed, ttsArmed bool
+	// ttsDownUntil: a tts_error outage fails every synthesis on the
+	// agent's voice started before then.
+	ttsDownUntil time.Duration
 
 	requests []request
 	player   player
@@ -54,8 +57,19 @@ type generation struct {
 	modelDone bool // ModelDone delivered
 	synthDone bool // SpeechDone delivered
 	reply     runtime.Timer
-	phrases   []runtime.Timer
 	ended     time.Duration // when the floor was released: -1 while holding
+
+	// Synthesis: the answer's text, its phrases, the next one to speak and
+	// the attempt at it (inFlight from its start until it is queued or
+	// fails), or the backoff before the next attempt.
+	text         string
+	phrases      []string
+	next         int
+	tries        runtime.PhraseTries
+	inFlight     bool
+	attemptTimer runtime.Timer
+	// unspoken is what no voice could speak.
+	unspoken string
 }
 
 type toolRun struct {
@@ -133,62 +147,95 @@ func (e *edges) failModel(g *generation) {
 }
 
 // speak synthesises text one phrase at a time, each ready one TTFB after
-// the previous, and queues its audio; the words follow the audio.
+// the previous, and queues its audio; the words follow the audio. A phrase
+// the voice fails on is tried again as runtime.PhraseTries says, as the
+// live generation edge does.
 func (e *edges) speak(g *generation, text string) {
 	var ch tts.Chunker
-	phrases := ch.Push(text)
+	g.phrases = ch.Push(text)
 	if rest := ch.Flush(); rest != "" {
-		phrases = append(phrases, rest)
+		g.phrases = append(g.phrases, rest)
 	}
-	src := srcGeneration + g.epoch
-	at := e.r.sched.now()
-	if e.ttsArmed && len(phrases) > 0 {
-		e.ttsArmed = false
-		g.phrases = append(g.phrases, e.r.sched.at(at+e.r.sc.TTS.TTFB, src, func() { e.failSynth(g) }))
+	g.text = text
+	g.tries = runtime.PhraseTries{Voices: 1}
+	if e.r.sc.TTS.Backup {
+		g.tries.Voices = 2
+	}
+	if len(g.phrases) == 0 {
+		e.endSynth(g, nil, "")
 		return
 	}
-	for i, p := range phrases {
-		at += e.r.sc.TTS.TTFB
-		last := i == len(phrases)-1
-		g.phrases = append(g.phrases, e.r.sched.at(at, src, func() {
-			if g.cancelled || g.synthDone {
-				return
-			}
-			words := strings.Fields(p)
-			dur := time.Duration(float64(len(words)) / e.r.sc.TTS.WordsPerSecond * float64(time.Second))
-			offset := e.player.queued(g.epoch)
-			timings := make([]tts.WordTiming, len(words))
-			for j, w := range words {
-				timings[j] = tts.WordTiming{Word: w, Start: offset + dur*time.Duration(j)/time.Duration(len(words)),
-					End: offset + dur*time.Duration(j+1)/time.Duration(len(words))}
-			}
-			e.player.enqueue(e.r.sched.now(), g.epoch, dur, timings)
-			e.r.handle(runtime.SpeechWords{Epoch: g.epoch, Words: timings})
-			if last {
-				e.endSynth(g, nil)
-			}
-		}))
-	}
-	if len(phrases) == 0 {
-		e.endSynth(g, nil)
-	}
+	e.attempt(g, e.r.sched.now())
 }
 
-// failSynth ends g's synthesis with the injected error: what was queued
+// attempt asks the voice in use for g's next phrase at time at: it is ready
+// one TTFB later, unless a fault hits the agent's voice first.
+func (e *edges) attempt(g *generation, at time.Duration) {
+	g.inFlight = true
+	ready := at + e.r.sc.TTS.TTFB
+	src := srcGeneration + g.epoch
+	onPrimary := g.tries.Voice == 0
+	if onPrimary && (e.ttsArmed || at < e.ttsDownUntil) {
+		e.ttsArmed = false
+		g.attemptTimer = e.r.sched.at(ready, src, func() { e.failSynth(g) })
+		return
+	}
+	g.attemptTimer = e.r.sched.at(ready, src, func() {
+		if g.cancelled || g.synthDone {
+			return
+		}
+		g.inFlight = false
+		p := g.phrases[g.next]
+		g.next++
+		words := strings.Fields(p)
+		dur := time.Duration(float64(len(words)) / e.r.sc.TTS.WordsPerSecond * float64(time.Second))
+		offset := e.player.queued(g.epoch)
+		timings := make([]tts.WordTiming, len(words))
+		for j, w := range words {
+			timings[j] = tts.WordTiming{Word: w, Start: offset + dur*time.Duration(j)/time.Duration(len(words)),
+				End: offset + dur*time.Duration(j+1)/time.Duration(len(words))}
+		}
+		e.player.enqueue(e.r.sched.now(), g.epoch, dur, timings)
+		e.r.handle(runtime.SpeechWords{Epoch: g.epoch, Words: timings})
+		if g.next == len(g.phrases) {
+			e.endSynth(g, nil, "")
+			return
+		}
+		g.tries.Next()
+		e.attempt(g, e.r.sched.now())
+	})
+}
+
+// failSynth fails the phrase g is synthesising: it is tried again after the
+// backoff, or on the backup voice; when no voice is left, synthesis ends
+// with the phrase and the rest of the answer unspoken. What was queued
 // still plays.
 func (e *edges) failSynth(g *generation) {
-	if g.cancelled || g.synthDone {
+	if g.cancelled || g.synthDone || !g.inFlight {
 		return
 	}
-	for _, p := range g.phrases {
-		e.r.sched.cancel(p)
+	e.r.sched.cancel(g.attemptTimer)
+	g.inFlight = false
+	wait, failover, ok := g.tries.Failed()
+	switch {
+	case !ok:
+		e.endSynth(g, errTTSFault, strings.Join(g.phrases[g.next:], " "))
+	case failover:
+		e.r.handle(runtime.ProviderFailover{Provider: "tts", Err: errTTSFault})
+		e.attempt(g, e.r.sched.now())
+	default:
+		g.attemptTimer = e.r.sched.at(e.r.sched.now()+wait, srcGeneration+g.epoch, func() {
+			if !g.cancelled && !g.synthDone {
+				e.attempt(g, e.r.sched.now())
+			}
+		})
 	}
-	e.endSynth(g, errTTSFault)
 }
 
-func (e *edges) endSynth(g *generation, err error) {
+func (e *edges) endSynth(g *generation, err error, unspoken string) {
 	g.synthDone = true
-	e.r.handle(runtime.SpeechDone{Epoch: g.epoch, Err: err})
+	g.unspoken = unspoken
+	e.r.handle(runtime.SpeechDone{Epoch: g.epoch, Err: err, Unspoken: unspoken})
 	end := e.player.end(e.r.sched.now(), g.epoch)
 	e.player.endMark[g.epoch] = e.r.sched.at(end, srcPlayer, func() {
 		if g.cancelled {
@@ -201,8 +248,8 @@ func (e *edges) endSynth(g *generation, err error) {
 }
 
 // fault applies an injected fault at its time.
-func (e *edges) fault(kind string) {
-	switch kind {
+func (e *edges) fault(f Fault) {
+	switch f.Kind {
 	case "llm_error":
 		for _, g := range e.inFlight() {
 			if !g.modelDone {
@@ -213,13 +260,20 @@ func (e *edges) fault(kind string) {
 		}
 		e.llmArmed = true
 	case "tts_error":
+		if f.Duration > 0 {
+			e.ttsDownUntil = max(e.ttsDownUntil, e.r.sched.now()+f.Duration)
+		}
 		for _, g := range e.inFlight() {
-			if g.modelDone && !g.synthDone {
+			// A retry waiting out its backoff is not talking to the voice:
+			// the fault is armed for it instead.
+			if g.modelDone && !g.synthDone && g.inFlight && g.tries.Voice == 0 {
 				e.failSynth(g)
 				return
 			}
 		}
-		e.ttsArmed = true
+		if f.Duration == 0 {
+			e.ttsArmed = true
+		}
 	case "transport_drop":
 		e.r.handle(runtime.TransportLost{})
 	}
@@ -247,9 +301,7 @@ func (e *edges) CancelGeneration(epoch uint64) {
 		g.ended = e.r.sched.now()
 	}
 	e.r.sched.cancel(g.reply)
-	for _, p := range g.phrases {
-		e.r.sched.cancel(p)
-	}
+	e.r.sched.cancel(g.attemptTimer)
 }
 
 // FlushOutput drops the queued audio of epochs <= epoch.

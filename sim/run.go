@@ -100,6 +100,18 @@ func RunOnce(sc *Scenario, seed int64) *Run {
 }
 
 func runOnce(sc *Scenario, seed int64, cache toolCache) *Run {
+	r := start(sc, seed, cache)
+	if r.core != nil {
+		r.schedule()
+		r.loop()
+		r.check()
+	}
+	return r.out
+}
+
+// start builds a run of sc and starts its core; on failure the run's
+// violations say why and it has no core.
+func start(sc *Scenario, seed int64, cache toolCache) *run {
 	r := &run{sc: sc, sched: newSched(seed), out: &Run{Seed: seed}, tools: map[string]*Tool{}}
 	r.edges = newEdges(r)
 	agent := &runtime.Agent{Name: sc.Name, Instructions: sc.Agent.Instructions}
@@ -108,7 +120,7 @@ func runOnce(sc *Scenario, seed int64, cache toolCache) *Run {
 		built, err := cache.get(*t)
 		if err != nil {
 			r.violate("tool %s: %v", t.Name, err)
-			return r.out
+			return r
 		}
 		agent.Tools = append(agent.Tools, built)
 		r.tools[t.Name] = t
@@ -120,14 +132,11 @@ func runOnce(sc *Scenario, seed int64, cache toolCache) *Run {
 		runtime.WithEndpointing(sc.VAD.Endpointing), runtime.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		r.violate("core: %v", err)
-		return r.out
+		return r
 	}
 	r.core = core
 	core.Start()
-	r.schedule()
-	r.loop()
-	r.check()
-	return r.out
+	return r
 }
 
 func (r *run) toolSpec(name string) *Tool { return r.tools[name] }
@@ -174,8 +183,7 @@ func (r *run) schedule() {
 		}
 	}
 	for _, f := range r.sc.Faults {
-		kind := f.Kind
-		r.sched.at(f.At, srcFault, func() { r.edges.fault(kind) })
+		r.sched.at(f.At, srcFault, func() { r.edges.fault(f) })
 	}
 }
 

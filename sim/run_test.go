@@ -143,6 +143,43 @@ expect: {max_stall: 1ms}
 	}
 }
 
+// Never silent: an answer the voice could not finish must be heard to its
+// end or noted in the context; the check fails a run whose context lost
+// the note.
+func TestSilentAnswerCheck(t *testing.T) {
+	sc := mustParse(t, `
+name: silent
+model: [{text: "One two three. Four five six."}]
+user: [{at: 0s, inject: "count"}]
+faults: [{at: 0s, kind: tts_error, duration: 5s}]
+`)
+	r := start(sc, 1, toolCache{})
+	r.schedule()
+	r.loop()
+	r.check()
+	if !r.out.OK() {
+		t.Fatalf("the run with its note fails: %v", r.out.Violations)
+	}
+	var kept []llm.Item
+	noted := false
+	for _, it := range r.out.Context.Items {
+		if lost, ok := runtime.IsUndeliveredNote(it.Text); ok {
+			noted = lost == "One two three. Four five six."
+			continue
+		}
+		kept = append(kept, it)
+	}
+	if !noted {
+		t.Fatalf("no note naming the whole answer in %v", r.out.Context.Items)
+	}
+	// The same run judged with the note gone.
+	r.out.Context = llm.ChatContext{Items: kept}
+	r.checkDelivered()
+	if !strings.Contains(strings.Join(r.out.Violations, "\n"), `silent: turn 1's answer "One two three. Four five six." was heard only up to ""`) {
+		t.Errorf("violations %q; want the silent answer reported", r.out.Violations)
+	}
+}
+
 // The checks of what the model received, fed broken requests directly.
 func TestRequestChecksCatchBrokenContexts(t *testing.T) {
 	call := func(id string) llm.Item { return llm.Item{Kind: llm.KindToolCall, CallID: id, Name: "t"} }

@@ -74,6 +74,9 @@ type ToolCall struct {
 type TTS struct {
 	TTFB           time.Duration // `ttfb`, default 200ms, >= 0
 	WordsPerSecond float64       // `words_per_second`, default 2.5, > 0
+	// Backup gives the agent a backup voice (Agent.BackupTTS) with the
+	// same timings, which faults never hit; `backup`, default false.
+	Backup bool
 }
 
 // STT configures the simulated recognizer.
@@ -101,6 +104,10 @@ type UserAction struct {
 type Fault struct {
 	At   time.Duration // `at`, required, >= 0
 	Kind string        // `kind`, required: "llm_error" | "tts_error" | "transport_drop"
+	// Duration makes a tts_error an outage: every synthesis on the agent's
+	// voice in flight at At or started before At+Duration fails. Default 0:
+	// one failure, of the synthesis in flight at At or else the next one.
+	Duration time.Duration // `duration`, tts_error only, >= 0
 }
 
 // Expect holds what the run must satisfy.
@@ -265,8 +272,9 @@ func (p *scnParser) scenario(n *yaml.Node) *Scenario {
 	for i, item := range m.seq("model") {
 		s.Model = append(s.Model, p.modelResponse(item, scnIndex("model", i)))
 	}
-	tts := m.sub("tts", "ttfb", "words_per_second")
-	s.TTS = TTS{TTFB: tts.dur("ttfb", 200*time.Millisecond, false), WordsPerSecond: tts.wordsPerSecond("words_per_second")}
+	tts := m.sub("tts", "ttfb", "words_per_second", "backup")
+	s.TTS = TTS{TTFB: tts.dur("ttfb", 200*time.Millisecond, false), WordsPerSecond: tts.wordsPerSecond("words_per_second"),
+		Backup: tts.boolean("backup", false)}
 	stt := m.sub("stt", "latency")
 	s.STT = STT{Latency: stt.dur("latency", 150*time.Millisecond, false)}
 	vad := m.sub("vad", "onset", "endpointing")
@@ -275,10 +283,15 @@ func (p *scnParser) scenario(n *yaml.Node) *Scenario {
 		s.User = append(s.User, p.userAction(item, scnIndex("user", i)))
 	}
 	for i, item := range m.seq("faults") {
-		f := p.mapping(item, scnIndex("faults", i), "at", "kind")
+		f := p.mapping(item, scnIndex("faults", i), "at", "kind", "duration")
 		f.require("at")
 		f.require("kind")
-		s.Faults = append(s.Faults, Fault{At: f.dur("at", 0, false), Kind: f.oneOf("kind", "", "llm_error", "tts_error", "transport_drop")})
+		fault := Fault{At: f.dur("at", 0, false), Kind: f.oneOf("kind", "", "llm_error", "tts_error", "transport_drop"),
+			Duration: f.dur("duration", 0, false)}
+		if v, key := f.get("duration"); v != nil && fault.Kind != "tts_error" && fault.Kind != "" {
+			p.errf(v.Line, key, "only allowed with kind tts_error: a voice can be down for a while, the other faults happen once")
+		}
+		s.Faults = append(s.Faults, fault)
 	}
 	s.Expect = p.expect(m.sub("expect", "max_stall", "tool_runs", "tool_runs_max", "every_call_answered",
 		"context_matches_playout", "final_context_contains", "events"), s)
@@ -832,7 +845,7 @@ func scnParseIndex(s string) (int, bool) {
 }
 
 // scnParams lists the parameter paths, for messages.
-const scnParams = "timeout, user.N.at, user.N.duration, faults.N.at, model.N.ttfb, " +
+const scnParams = "timeout, user.N.at, user.N.duration, faults.N.at, faults.N.duration, model.N.ttfb, " +
 	"agent.tools.N.duration, agent.tools.N.timeout, tts.ttfb, stt.latency, " +
 	"vad.onset, vad.endpointing, expect.max_stall"
 
@@ -869,10 +882,16 @@ func (s *Scenario) scnParam(param string) (*time.Duration, bool, error) {
 			return nil, false, fmt.Errorf("parameter %q: user.%d is not speech; duration applies to say and backchannel only", param, i)
 		}
 		return &s.User[i].Duration, false, nil
-	case "faults.N.at":
+	case "faults.N.at", "faults.N.duration":
 		i, err := index(len(s.Faults), "fault")
 		if err != nil {
 			return nil, false, err
+		}
+		if strings.HasSuffix(param, ".duration") {
+			if s.Faults[i].Kind != "tts_error" {
+				return nil, false, fmt.Errorf("parameter %q: faults.%d is not a tts_error; duration applies to tts_error only", param, i)
+			}
+			return &s.Faults[i].Duration, false, nil
 		}
 		return &s.Faults[i].At, false, nil
 	case "model.N.ttfb":
@@ -906,7 +925,7 @@ func (s *Scenario) scnParam(param string) (*time.Duration, bool, error) {
 
 // Set sets the duration parameter at path, the notation used by sweep.param
 // and the --set flag. Indexes are 0-based. Valid paths: "timeout",
-// "user.N.at", "user.N.duration", "faults.N.at", "model.N.ttfb",
+// "user.N.at", "user.N.duration", "faults.N.at", "faults.N.duration", "model.N.ttfb",
 // "agent.tools.N.duration", "agent.tools.N.timeout", "tts.ttfb",
 // "stt.latency", "vad.onset", "vad.endpointing", "expect.max_stall".
 // An unknown path or an out-of-range index is an error naming the path; so is

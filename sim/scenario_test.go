@@ -172,6 +172,8 @@ func TestScenarioParseErrors(t *testing.T) {
 			`t.yaml:4: agent.tools.0.on_interrupt: "later" is not one of complete, cancel, defer, detach`},
 		{"bad fault kind", "name: x\nfaults:\n  - {at: 1s, kind: meteor}\n",
 			`t.yaml:3: faults.0.kind: "meteor" is not one of llm_error, tts_error, transport_drop`},
+		{"duration on a fault that happens once", "name: x\nfaults:\n  - {at: 1s, kind: llm_error, duration: 2s}\n",
+			`t.yaml:3: faults.0.duration: only allowed with kind tts_error...`},
 		{"missing name", "seed: 3\n", "t.yaml:1: name: required key is missing"},
 		{"empty name", "seed: 3\nname: \"\"\n", "t.yaml:2: name: must not be empty"},
 		{"missing at", "name: x\nfaults:\n  - kind: llm_error\n", "t.yaml:3: faults.0.at: required key is missing"},

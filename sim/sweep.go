@@ -17,6 +17,9 @@ type Options struct {
 	// Set fixes parameters before the runs (for replaying a failing run:
 	// its seed and swept value).
 	Set map[string]time.Duration
+	// KeepFirst keeps the first run in Result.First, passing or not, so its
+	// timeline can be read.
+	KeepFirst bool
 }
 
 // Result is every run of one scenario file.
@@ -25,6 +28,8 @@ type Result struct {
 	Name     string `json:"name"`
 	Runs     int    `json:"runs"`
 	Failures []*Run `json:"failures,omitempty"`
+	// First is the first run, kept when Options.KeepFirst is set.
+	First *Run `json:"first,omitempty"`
 	// Err is set when the scenario could not be run at all.
 	Err string `json:"error,omitempty"`
 }
@@ -71,9 +76,12 @@ func RunScenario(sc *Scenario, opts Options) *Result {
 		if sweep != nil {
 			run.Param, run.Value = sweep.Param, value
 		}
+		if i == 0 && opts.KeepFirst {
+			res.First = run
+		}
 		if !run.OK() {
 			res.Failures = append(res.Failures, run)
-		} else {
+		} else if res.First != run {
 			run.Events = nil
 		}
 	}

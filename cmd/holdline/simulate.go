@@ -47,10 +47,11 @@ func simulateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	sweep := fs.Int("sweep", 0, "run each file `N` times, sweeping its `sweep` parameter from `from` to `to` (seeds seed..seed+N-1)")
 	seed := fs.Int64("seed", 0, "use this seed instead of each file's (run i uses seed+i)")
 	asJSON := fs.Bool("json", false, "print the results as a JSON array")
+	timeline := fs.Bool("timeline", false, "print the event timeline of each file's first run, passing or not")
 	set := setFlags{}
 	fs.Var(set, "set", "fix a parameter, `PARAM=DURATION` (repeatable), e.g. user.1.at=1.2s to replay a failing run")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: holdline simulate FILE|DIR... [--sweep N] [--seed S] [--set PARAM=DURATION] [--json]")
+		fmt.Fprintln(stderr, "usage: holdline simulate FILE|DIR... [--sweep N] [--seed S] [--set PARAM=DURATION] [--json] [--timeline]")
 		fs.PrintDefaults()
 	}
 	// Flags may come after the files, as the usage line shows them.
@@ -73,7 +74,7 @@ func simulateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	opts := sim.Options{Sweep: *sweep, Set: set}
+	opts := sim.Options{Sweep: *sweep, Set: set, KeepFirst: *timeline}
 	seedSet := false
 	fs.Visit(func(f *flag.Flag) { seedSet = seedSet || f.Name == "seed" })
 	if seedSet {
@@ -180,6 +181,9 @@ func printResult(w io.Writer, r *sim.Result, opts sim.Options) {
 	}
 	if r.OK() {
 		fmt.Fprintf(w, "ok    %s (%s): %d runs\n", r.File, r.Name, r.Runs)
+		if r.First != nil {
+			printTimeline(w, r.First)
+		}
 		return
 	}
 	fmt.Fprintf(w, "FAIL  %s (%s): %d of %d runs failed\n", r.File, r.Name, len(r.Failures), r.Runs)
@@ -195,10 +199,7 @@ func printResult(w io.Writer, r *sim.Result, opts sim.Options) {
 		}
 	}
 	first := r.Failures[0]
-	fmt.Fprintf(w, "  timeline of seed=%d%s:\n", first.Seed, swept(first))
-	for _, e := range first.Events {
-		fmt.Fprintf(w, "    %s\n", timelineLine(e))
-	}
+	printTimeline(w, first)
 	replay := fmt.Sprintf("holdline simulate %s --seed %d", r.File, first.Seed)
 	if first.Param != "" {
 		replay += fmt.Sprintf(" --set %s=%v", first.Param, first.Value)
@@ -209,6 +210,13 @@ func printResult(w io.Writer, r *sim.Result, opts sim.Options) {
 		}
 	}
 	fmt.Fprintf(w, "  replay: %s\n", replay)
+}
+
+func printTimeline(w io.Writer, run *sim.Run) {
+	fmt.Fprintf(w, "  timeline of seed=%d%s:\n", run.Seed, swept(run))
+	for _, e := range run.Events {
+		fmt.Fprintf(w, "    %s\n", timelineLine(e))
+	}
 }
 
 func swept(r *sim.Run) string {
