@@ -119,10 +119,10 @@ type audioInput struct {
 	// per run of refusals.
 	writeFailing atomic.Bool
 
-	// mu guards the arbiter and the recogniser stream: the frame path and
+	// mu guards the judge and the recogniser stream: the frame path and
 	// the transcript relay both use them.
 	mu     sync.Mutex
-	arb    *vad.Arbiter
+	judged *InputJudge
 	stream stt.Stream
 }
 
@@ -131,9 +131,7 @@ func newAudioInput(s *Session, cfg InputConfig, aec EchoCanceller, tap *echoTap)
 	if det == nil {
 		det = vad.NewEnergy()
 	}
-	bc := cfg.BargeIn
-	bc.Segmenter = cfg.Segmenter
-	a := &audioInput{s: s, det: det, cfg: cfg, aec: aec, tap: tap, arb: vad.NewArbiter(bc)}
+	a := &audioInput{s: s, det: det, cfg: cfg, aec: aec, tap: tap, judged: NewInputJudge(cfg)}
 	if aec != nil {
 		n := aec.FrameSize()
 		a.pending, a.clean = make([]int16, 0, n), make([]int16, n)
@@ -205,12 +203,12 @@ func (a *audioInput) start(ctx context.Context, g *errgroup.Group) error {
 	return nil
 }
 
-// relay passes a transcript through the arbiter's transcript check: words
+// relay passes a transcript through the judge's transcript check: words
 // that are the agent's own, or a backchannel, while the agent is audible
 // never become the caller's turn.
 func (a *audioInput) relay(ctx context.Context, tr stt.Transcript) {
 	played, agent := "", vad.Agent(a.agentNow.Load())
-	if len(vad.Words(tr.Text)) > 0 {
+	if a.judged.Judging(tr.Text) {
 		// What was played matters also just after a resume, when the
 		// agent may be silent for a moment.
 		qctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -218,17 +216,15 @@ func (a *audioInput) relay(ctx context.Context, tr stt.Transcript) {
 		cancel()
 	}
 	a.mu.Lock()
-	d, keep := a.arb.Transcript(tr.Text, played, agent)
+	d, ins := a.judged.Transcript(tr.Text, tr.Final, played, agent)
 	a.mu.Unlock()
 	if d.Action == vad.Resume {
 		a.endPending.Store(true)
 	}
-	_ = a.decide(ctx, d) // fails only when the session is ending
-	switch {
-	case keep:
-		a.s.post(UserTranscript{Text: tr.Text, Final: tr.Final})
-	case d.Reason != "":
-		a.s.post(TranscriptIgnored{Text: tr.Text, Final: tr.Final, Reason: d.Reason})
+	for _, in := range ins {
+		if a.s.send(ctx, in) != nil {
+			return // the session is ending
+		}
 	}
 }
 
@@ -240,15 +236,9 @@ func (a *audioInput) agent(cancelled bool) vad.Agent {
 	if cancelled {
 		audible = a.aec.FarActive()
 	} else {
-		audible = a.tap.audibleWithin(a.arb.Config().EchoTail)
+		audible = a.tap.audibleWithin(a.judged.EchoTail())
 	}
-	switch {
-	case audible && !a.cfg.EchoFree:
-		return vad.AgentAudible
-	case a.s.agentTurn.Load():
-		return vad.AgentTurn
-	}
-	return vad.AgentSilent
+	return a.judged.Agent(audible, a.s.agentTurn.Load())
 }
 
 func (a *audioInput) push(ctx context.Context, f media.Frame) error {
@@ -270,7 +260,7 @@ func (a *audioInput) push(ctx context.Context, f media.Frame) error {
 		if a.frames++; a.frames%25 == 0 {
 			if d, ok := a.aec.Delay(); ok {
 				a.mu.Lock()
-				a.arb.SetEchoTail(d + echoTailMargin)
+				a.judged.SetEchoTail(d + echoTailMargin)
 				a.mu.Unlock()
 			}
 		}
@@ -296,7 +286,7 @@ func (a *audioInput) judge(ctx context.Context, f media.Frame, cancelled bool) e
 	a.agentNow.Store(uint32(agent))
 	a.mu.Lock()
 	stream := a.stream
-	d := a.arb.Frame(prob, f.Duration(), agent)
+	d, in := a.judged.Frame(prob, f.Duration(), agent)
 	a.mu.Unlock()
 	if stream != nil {
 		if st, ok := stream.(stt.SpeechStarter); ok && (d.Action == vad.SpeechStart || d.Action == vad.Suspect) {
@@ -311,7 +301,7 @@ func (a *audioInput) judge(ctx context.Context, f media.Frame, cancelled bool) e
 			if a.current(stream) && ctx.Err() == nil && !a.writeFailing.Swap(true) {
 				a.s.post(providerFailure{provider: "stt", err: err})
 			}
-			return a.decide(ctx, d)
+			return a.decide(ctx, in)
 		}
 		a.writeFailing.Store(false)
 		// A ruled-out suspicion ends its utterance too, so the recogniser
@@ -323,7 +313,7 @@ func (a *audioInput) judge(ctx context.Context, f media.Frame, cancelled bool) e
 			}
 		}
 	}
-	return a.decide(ctx, d)
+	return a.decide(ctx, in)
 }
 
 // current reports whether stream is still the recogniser in use.
@@ -333,21 +323,9 @@ func (a *audioInput) current(stream stt.Stream) bool {
 	return a.stream == stream
 }
 
-// decide hands an arbiter decision to the conductor.
-func (a *audioInput) decide(ctx context.Context, d vad.Decision) error {
-	var in Input
-	switch d.Action {
-	case vad.SpeechStart:
-		in = UserSpeechStarted{}
-	case vad.SpeechStop:
-		in = UserSpeechStopped{}
-	case vad.Suspect:
-		in = BargeInSuspected{Reason: d.Reason}
-	case vad.Confirm:
-		in = BargeInConfirmed{Reason: d.Reason}
-	case vad.Resume:
-		in = BargeInResumed{Reason: d.Reason}
-	default:
+// decide hands the judge's input, if any, to the conductor.
+func (a *audioInput) decide(ctx context.Context, in Input) error {
+	if in == nil {
 		return nil
 	}
 	return a.s.send(ctx, in)

@@ -1,0 +1,100 @@
+package runtime
+
+import (
+	"time"
+
+	"github.com/holdline/holdline/vad"
+)
+
+// InputJudge is the caller-audio stage without the audio: the barge-in
+// arbiter, what it is told about the agent's output, and what its decisions
+// tell the conductor. A live session runs one per call behind its echo
+// canceller and detector; the simulator runs one on scripted scores and
+// transcripts, so a scenario's caller is judged as a call's is. It is not
+// safe for concurrent use.
+type InputJudge struct {
+	arb      *vad.Arbiter
+	echoFree bool
+}
+
+// NewInputJudge returns the judge cfg describes: its BargeIn settings with
+// its Segmenter, and EchoFree.
+func NewInputJudge(cfg InputConfig) *InputJudge {
+	bc := cfg.BargeIn
+	bc.Segmenter = cfg.Segmenter
+	return &InputJudge{arb: vad.NewArbiter(bc), echoFree: cfg.EchoFree}
+}
+
+// Agent says what the agent's output is doing as the caller's audio hears
+// it: audible says its voice may be in the frame (the echo canceller's far
+// end was active), turn that a turn of the agent's holds the floor. A caller
+// whose device removes the agent's voice (EchoFree) never hears it.
+func (j *InputJudge) Agent(audible, turn bool) vad.Agent {
+	switch {
+	case audible && !j.echoFree:
+		return vad.AgentAudible
+	case turn:
+		return vad.AgentTurn
+	}
+	return vad.AgentSilent
+}
+
+// Frame judges one frame's speech score, d long, and returns the arbiter's
+// decision and the input it means for the conductor (nil for none).
+func (j *InputJudge) Frame(prob float32, d time.Duration, agent vad.Agent) (vad.Decision, Input) {
+	dec := j.arb.Frame(prob, d, agent)
+	return dec, decisionInput(dec)
+}
+
+// Transcript judges a recognition result, given the words the agent played
+// lately, and returns the arbiter's decision and the inputs for the
+// conductor in order: the decision's, then the transcript as the caller's
+// words or as ignored (a backchannel, the agent's own words, words the
+// voice activity did not confirm).
+func (j *InputJudge) Transcript(text string, final bool, played string, agent vad.Agent) (vad.Decision, []Input) {
+	dec, keep := j.arb.Transcript(text, played, agent)
+	var ins []Input
+	if in := decisionInput(dec); in != nil {
+		ins = append(ins, in)
+	}
+	switch {
+	case keep:
+		ins = append(ins, UserTranscript{Text: text, Final: final})
+	case dec.Reason != "":
+		ins = append(ins, TranscriptIgnored{Text: text, Final: final, Reason: dec.Reason})
+	}
+	return dec, ins
+}
+
+// Judging reports whether a transcript of text would be judged against
+// what the agent played: only words are.
+func (j *InputJudge) Judging(text string) bool { return len(vad.Words(text)) > 0 }
+
+// SetEchoTail sets how long echo may last after the output pauses (the
+// echo canceller's delay estimate plus a margin).
+func (j *InputJudge) SetEchoTail(d time.Duration) { j.arb.SetEchoTail(d) }
+
+// EchoTail is how long echo may last after the output pauses.
+func (j *InputJudge) EchoTail() time.Duration { return j.arb.Config().EchoTail }
+
+// Quiet reports whether the judge has nothing pending: the caller does not
+// hold the floor and no suspicion waits for a verdict. Frames of silence
+// change nothing then but the passing of time.
+func (j *InputJudge) Quiet() bool { return !j.arb.Speaking() && !j.arb.Suspecting() }
+
+// decisionInput is what an arbiter decision tells the conductor.
+func decisionInput(d vad.Decision) Input {
+	switch d.Action {
+	case vad.SpeechStart:
+		return UserSpeechStarted{}
+	case vad.SpeechStop:
+		return UserSpeechStopped{}
+	case vad.Suspect:
+		return BargeInSuspected{Reason: d.Reason}
+	case vad.Confirm:
+		return BargeInConfirmed{Reason: d.Reason}
+	case vad.Resume:
+		return BargeInResumed{Reason: d.Reason}
+	}
+	return nil
+}
