@@ -133,3 +133,12 @@ func (k *Core) Idle() bool { return k.c.idleNow() }
 // Restore adds mutations whose intent was journaled without an outcome:
 // their outcome is unknown, and a repeat is reconciled, never run blindly.
 func (k *Core) Restore(records []tools.Record) { k.c.ledger.Restore(records) }
+
+// Speaking reports whether a turn of the agent's holds the floor: what
+// speech from the caller interrupts (InputJudge.Agent's turn).
+func (k *Core) Speaking() bool { return k.c.speaking() }
+
+// RecentlyPlayed is the words the caller may still hear as echo: what was
+// played of the turns in flight and of the latest turn that stopped, for
+// InputJudge.Transcript.
+func (k *Core) RecentlyPlayed() string { return k.c.recentlyPlayed() }

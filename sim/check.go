@@ -221,18 +221,30 @@ func (r *run) checkStall(byID map[string]tools.Call) {
 			r.violate("stall: the user turn %q finished at %v but no request carried it within %v", text, e.At, limit)
 		}
 	}
+	ignored := map[string]bool{}
+	for _, e := range r.out.Events {
+		if e.Kind == events.TranscriptIgnored {
+			ignored[e.Text] = true
+		}
+	}
 	for i, u := range r.sc.User {
-		if u.Inject != "" {
+		// A noise has no words; words the arbiter ruled out (a
+		// backchannel, unconfirmed words over the agent) are no turn.
+		text := u.Say + u.Backchannel
+		if !u.Spoken() || ignored[text] {
 			continue
 		}
 		ready := r.userReady(u)
 		if !r.isolated(i, ready+limit) {
 			continue
 		}
-		text := u.Say + u.Backchannel
+		// Not before the caller stopped (within the frame the detector
+		// hears in); words it did not take for a barge-in over the agent
+		// may end the turn as soon as the recogniser has them.
+		stopped := u.At + soundLength(u) - frameLen/2
 		found := false
 		for _, e := range r.out.Events {
-			if e.Kind == events.UserTurn && e.Text == text && e.At >= ready && e.At <= ready+limit {
+			if e.Kind == events.UserTurn && e.Text == text && e.At >= stopped && e.At <= ready+limit {
 				found = true
 				break
 			}
@@ -289,7 +301,12 @@ func (r *run) checkStall(byID map[string]tools.Call) {
 // userReady is when a spoken action's turn is complete: its silence has
 // lasted the endpointing and its transcript is in.
 func (r *run) userReady(u UserAction) time.Duration {
-	speech := speechLength(u)
+	speech := soundLength(u)
+	if u.Noise != "" {
+		// No words: the turn the detector opened is dropped once the
+		// recogniser's deadline has passed.
+		return u.At + speech + r.sc.VAD.Endpointing + runtime.DefaultTranscriptTimeout
+	}
 	transcript := u.At + speech + r.sc.STT.Latency
 	if speech > r.sc.VAD.Onset {
 		return max(u.At+speech+r.sc.VAD.Endpointing, transcript)

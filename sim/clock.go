@@ -15,6 +15,7 @@ const (
 	srcFault
 	srcPlayer
 	srcPosted               // inputs the core posts to itself
+	srcSTT                  // the recogniser's transcripts
 	srcGeneration = 1 << 16 // + epoch
 	srcTool       = 1 << 32 // + call number
 )

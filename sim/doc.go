@@ -2,12 +2,14 @@
 // time and checks that nothing a caller can do breaks it.
 //
 // A scenario file (format v1, see the README's "Simulator" section) scripts
-// a caller (speech, typed input, backchannels at given times), the model's
-// answers, the synthesiser and recogniser timings, the tools (duration,
-// result or error, interrupt policy, hang, ignores cancellation) and faults
-// (llm_error, tts_error, transport_drop), and says what must happen. The
-// simulator runs runtime.Core, the same state machine that answers real
-// calls, with scripted [runtime.Edges] on a discrete-event clock: a
+// a caller (speech, typed input, backchannels and noises at given times),
+// the line (its echo), the model's answers, the synthesiser and recogniser
+// timings, the tools (duration, result or error, interrupt policy, hang,
+// ignores cancellation) and faults (llm_error, tts_error and voice outages,
+// transport_drop), and says what must happen. The simulator runs
+// runtime.Core, the same state machine that answers real calls, with
+// scripted [runtime.Edges] on a discrete-event clock, and the caller's
+// sound goes through runtime.InputJudge, the barge-in arbiter calls run: a
 // thirty-second call runs in well under a millisecond, and the 200–700 ms
 // windows where interruption bugs live are exact. Work due at one instant
 // from different sources (a tool's result and the caller's speech) happens
@@ -32,6 +34,8 @@
 //     result, not two);
 //   - at most once: a mutation body never starts while an earlier run with
 //     its idempotency key is running, has succeeded or timed out;
+//   - never silent: an answer no one cut into is heard to its last word, or
+//     the context holds the note naming the words the caller missed;
 //   - an interrupted turn's audio is flushed in the same step;
 //   - max_stall: a finished user turn, injected input, or a result whose
 //     turn is complete and whose floor is free is carried by a model request
@@ -57,17 +61,47 @@
 //	requests beyond model[]  an empty reply (no words, no calls) after 300ms
 //	tts.ttfb                 200ms per sentence, sentences synthesised in turn
 //	tts.words_per_second     2.5
+//	tts.backup               false (true: a backup voice no fault reaches)
 //	stt.latency              150ms after the speech ends
-//	vad.onset                100ms (shorter speech is never detected)
-//	vad.endpointing          500ms of silence ends the caller's turn
-//	user[].duration          words / 3 per second
+//	vad.onset                100ms (shorter speech is never detected; also the
+//	                         speech over the agent that makes it pause)
+//	vad.endpointing          500ms of silence ends the caller's turn (the
+//	                         detector's 240ms, or half when shorter, then the
+//	                         core's endpointing timer)
+//	line.echo                none: a clean line
+//	line.echo.delay          120ms
+//	line.echo.gain_db        -6 (only echo louder than -3 dB reaches the detector)
+//	line.echo.learn          1s of the agent's audio before the canceller removes it
+//	line.echo_free           false
+//	user[].noise             a label; the sound lasts 300ms
+//	user[].duration          words / 3 per second (a noise: 300ms)
+//	faults[].duration        0: one failure (tts_error only; longer: an outage)
 //	expect.max_stall         100ms
 //	expect.every_call_answered, context_matches_playout  true (cannot be turned off)
 //	expect.events[].count    at least one; within: no limit; after: session start
 //	sweep                    none; with --sweep N the values are evenly spaced
 //	                         from `from` to `to`, and run i uses seed+i
 //
-// A `backchannel` is speech like `say`; until the barge-in arbiter lands it
-// interrupts like any speech. A transport_drop cuts the output at once; the
-// caller's next action brings the line back.
+// # The caller's sound
+//
+// A say, backchannel or noise is sound from `at` for its duration. The
+// caller-audio edge scores it per 20ms frame as the default detector
+// would (0.9 for any frame it fills at least half of: the energy detector
+// hears a cough as loudly as a word) and hands the score, with what the
+// agent's output was doing (audible, a turn under way, silent), to
+// runtime.InputJudge; spoken words reach the judge as the recogniser's
+// final transcript stt.latency after the sound ends. So speech over the
+// agent pauses it, and is confirmed (barge-in) or ruled out (resume) by the
+// arbiter's own rules: a backchannel resumes the agent from the same
+// sample, a cough that stops resumes it, the agent's own words in a
+// transcript are echo. A line echo louder than -3 dB scores like speech
+// while the agent's voice comes back, until the canceller has heard `learn`
+// of it. Frames are judged only while something can change; in between,
+// one frame of silence as long as the gap keeps the arbiter's audio time
+// the call's.
+//
+// A transport_drop cuts the output at once; the caller's next action brings
+// the line back. A tts_error fails one synthesis (the one in flight at its
+// time, or else the next); the phrase is tried again as
+// runtime.PhraseTries says, as a live session does.
 package sim

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,7 +26,8 @@ var (
 // checks: every request the model received, every tool body run, every
 // sample played.
 type edges struct {
-	r *run
+	r  *run
+	in *input
 
 	nextModel int
 	gens      map[uint64]*generation
@@ -195,7 +198,8 @@ func (e *edges) attempt(g *generation, at time.Duration) {
 			timings[j] = tts.WordTiming{Word: w, Start: offset + dur*time.Duration(j)/time.Duration(len(words)),
 				End: offset + dur*time.Duration(j+1)/time.Duration(len(words))}
 		}
-		e.player.enqueue(e.r.sched.now(), g.epoch, dur, timings)
+		start := e.player.enqueue(e.r.sched.now(), g.epoch, dur, timings)
+		e.in.echoFrom(start)
 		e.r.handle(runtime.SpeechWords{Epoch: g.epoch, Words: timings})
 		if g.next == len(g.phrases) {
 			e.endSynth(g, nil, "")
@@ -236,15 +240,45 @@ func (e *edges) endSynth(g *generation, err error, unspoken string) {
 	g.synthDone = true
 	g.unspoken = unspoken
 	e.r.handle(runtime.SpeechDone{Epoch: g.epoch, Err: err, Unspoken: unspoken})
+	e.markEnd(g)
+}
+
+// markEnd schedules g's PlayoutFinished for when its queued audio will
+// have played (again, after a pause moved it).
+func (e *edges) markEnd(g *generation) {
+	e.r.sched.cancel(e.player.endMark[g.epoch])
 	end := e.player.end(e.r.sched.now(), g.epoch)
 	e.player.endMark[g.epoch] = e.r.sched.at(end, srcPlayer, func() {
-		if g.cancelled {
+		if g.cancelled || e.player.paused {
 			return
 		}
 		delete(e.player.endMark, g.epoch)
 		g.ended = e.r.sched.now()
 		e.r.handle(runtime.PlayoutFinished{Epoch: g.epoch})
 	})
+}
+
+// PauseOutput holds the output where it is, for a suspected barge-in.
+func (e *edges) PauseOutput() {
+	now := e.r.sched.now()
+	if !e.player.pause(now) {
+		return
+	}
+	for _, t := range e.player.endMark {
+		e.r.sched.cancel(t)
+	}
+}
+
+// ResumeOutput goes on from the sample where the output paused.
+func (e *edges) ResumeOutput() {
+	if !e.player.resume(e.r.sched.now()) {
+		return
+	}
+	// In epoch order: the schedule must not depend on map order.
+	for _, ep := range slices.Sorted(maps.Keys(e.player.endMark)) {
+		e.markEnd(e.gens[ep])
+	}
+	e.in.outputResumed()
 }
 
 // fault applies an injected fault at its time.
@@ -401,12 +435,99 @@ func (e *edges) checkOnce(tr *toolRun) {
 }
 
 // player is the output: audio of each epoch plays in order after the
-// audio queued before it. It knows what the caller really heard.
+// audio queued before it. It knows what the caller really heard. A pause
+// holds everything not yet played at pausedAt; resuming moves it later by
+// the pause's length.
 type player struct {
 	cursor  time.Duration // when the output is free
 	segs    map[uint64][]segment
 	endMark map[uint64]runtime.Timer
 	order   []uint64 // epochs in the order their audio was first queued
+
+	paused   bool
+	pausedAt time.Duration
+}
+
+// at is the output's own time: now, or where it paused.
+func (p *player) at(now time.Duration) time.Duration {
+	if p.paused {
+		return p.pausedAt
+	}
+	return now
+}
+
+// pause holds the output at now, splitting the segment playing then so
+// that its rest (and its words not yet begun) plays after the pause.
+func (p *player) pause(now time.Duration) bool {
+	if p.paused {
+		return false
+	}
+	p.paused, p.pausedAt = true, now
+	for ep, segs := range p.segs {
+		for i := 0; i < len(segs); i++ {
+			s := segs[i]
+			if s.flushed || s.start >= now || s.start+s.dur <= now {
+				continue
+			}
+			head := now - s.start
+			var early, late []tts.WordTiming
+			for _, w := range s.words {
+				if w.Start-s.offset < head {
+					early = append(early, w)
+				} else {
+					late = append(late, w)
+				}
+			}
+			rest := segment{start: now, dur: s.dur - head, offset: s.offset + head, words: late}
+			segs[i].dur, segs[i].words = head, early
+			segs = slices.Insert(segs, i+1, rest)
+			i++
+		}
+		p.segs[ep] = segs
+	}
+	return true
+}
+
+// resume plays on from where the output paused.
+func (p *player) resume(now time.Duration) bool {
+	if !p.paused {
+		return false
+	}
+	p.paused = false
+	shift := now - p.pausedAt
+	for _, segs := range p.segs {
+		for i := range segs {
+			if segs[i].start >= p.pausedAt {
+				segs[i].start += shift
+			}
+		}
+	}
+	if p.cursor >= p.pausedAt {
+		p.cursor += shift
+	}
+	return true
+}
+
+// playingWithin reports whether audio played at any time in [from, to).
+func (p *player) playingWithin(now, from, to time.Duration) bool {
+	to = min(to, p.at(now))
+	for _, segs := range p.segs {
+		for _, s := range segs {
+			if s.dur > 0 && s.start < to && s.start+s.dur > from {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// playedTotal is how much audio has played in all.
+func (p *player) playedTotal(now time.Duration) time.Duration {
+	var d time.Duration
+	for ep := range p.segs {
+		d += p.played(now, ep)
+	}
+	return d
 }
 
 type segment struct {
@@ -424,18 +545,20 @@ func (p *player) queued(epoch uint64) time.Duration {
 	return d
 }
 
-func (p *player) enqueue(now time.Duration, epoch uint64, dur time.Duration, words []tts.WordTiming) {
-	start := max(now, p.cursor)
+// enqueue queues audio and returns when it will start playing.
+func (p *player) enqueue(now time.Duration, epoch uint64, dur time.Duration, words []tts.WordTiming) time.Duration {
+	start := max(p.at(now), p.cursor)
 	if _, ok := p.segs[epoch]; !ok {
 		p.order = append(p.order, epoch)
 	}
 	p.segs[epoch] = append(p.segs[epoch], segment{start: start, dur: dur, offset: p.queued(epoch), words: words})
 	p.cursor = start + dur
+	return start
 }
 
 // end is when epoch's queued audio will have played.
 func (p *player) end(now time.Duration, epoch uint64) time.Duration {
-	end := now
+	end := p.at(now)
 	for _, s := range p.segs[epoch] {
 		end = max(end, s.start+s.dur)
 	}
@@ -443,6 +566,7 @@ func (p *player) end(now time.Duration, epoch uint64) time.Duration {
 }
 
 func (p *player) played(now time.Duration, epoch uint64) time.Duration {
+	now = p.at(now)
 	var d time.Duration
 	for _, s := range p.segs[epoch] {
 		d += min(max(now-s.start, 0), s.dur)
@@ -453,6 +577,7 @@ func (p *player) played(now time.Duration, epoch uint64) time.Duration {
 // flush cuts every segment of epochs <= epoch at now and returns the epochs
 // it cut.
 func (p *player) flush(now time.Duration, epoch uint64) []uint64 {
+	now = p.at(now)
 	var cut []uint64
 	for _, ep := range p.order {
 		if ep > epoch {
@@ -489,6 +614,7 @@ func (p *player) flush(now time.Duration, epoch uint64) []uint64 {
 
 // heard is the words of epoch whose audio started playing by now.
 func (p *player) heard(now time.Duration, epoch uint64) string {
+	now = p.at(now)
 	var words []string
 	for _, s := range p.segs[epoch] {
 		playedHere := min(max(now-s.start, 0), s.dur)
@@ -504,6 +630,7 @@ func (p *player) heard(now time.Duration, epoch uint64) string {
 // playingAfter reports whether audio of epoch is still due to play after
 // now.
 func (p *player) playingAfter(now time.Duration, epoch uint64) bool {
+	now = p.at(now)
 	for _, s := range p.segs[epoch] {
 		if s.dur > 0 && s.start+s.dur > now {
 			return true

@@ -114,6 +114,7 @@ func runOnce(sc *Scenario, seed int64, cache toolCache) *Run {
 func start(sc *Scenario, seed int64, cache toolCache) *run {
 	r := &run{sc: sc, sched: newSched(seed), out: &Run{Seed: seed}, tools: map[string]*Tool{}}
 	r.edges = newEdges(r)
+	r.edges.in = newInput(r)
 	agent := &runtime.Agent{Name: sc.Name, Instructions: sc.Agent.Instructions}
 	for i := range sc.Agent.Tools {
 		t := &sc.Agent.Tools[i]
@@ -129,7 +130,7 @@ func start(sc *Scenario, seed int64, cache toolCache) *run {
 		func(in runtime.Input) { r.sched.at(r.sched.now(), srcPosted, func() { r.handle(in) }) },
 		func(e events.Event) { r.out.Events = append(r.out.Events, e) },
 		runtime.WithID("sim"), runtime.WithClock(r.sched.clock),
-		runtime.WithEndpointing(sc.VAD.Endpointing), runtime.WithLogger(slog.New(slog.DiscardHandler)))
+		runtime.WithEndpointing(sc.VAD.Endpointing-minSilence(sc)), runtime.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		r.violate("core: %v", err)
 		return r
@@ -163,25 +164,16 @@ func (r *run) handle(in runtime.Input) {
 	r.cut = r.cut[:0]
 }
 
-// schedule puts the caller's timeline and the faults on the clock.
+// schedule puts the caller's timeline and the faults on the clock: typed
+// input goes straight to the core, sound through the caller-audio edge.
 func (r *run) schedule() {
 	for _, u := range r.sc.User {
-		switch {
-		case u.Inject != "":
+		if u.Inject != "" {
 			text := u.Inject
 			r.sched.at(u.At, srcUser, func() { r.handle(runtime.UserText{Text: text}) })
-		default:
-			text := u.Say + u.Backchannel
-			speech := speechLength(u)
-			if speech > r.sc.VAD.Onset {
-				r.sched.at(u.At+r.sc.VAD.Onset, srcUser, func() { r.handle(runtime.UserSpeechStarted{}) })
-				r.sched.at(u.At+speech, srcUser, func() { r.handle(runtime.UserSpeechStopped{}) })
-			}
-			r.sched.at(u.At+speech+r.sc.STT.Latency, srcUser, func() {
-				r.handle(runtime.UserTranscript{Text: text, Final: true})
-			})
 		}
 	}
+	r.edges.in.schedule()
 	for _, f := range r.sc.Faults {
 		r.sched.at(f.At, srcFault, func() { r.edges.fault(f) })
 	}

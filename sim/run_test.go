@@ -267,6 +267,40 @@ func TestPlayerHeardStopsAtFlush(t *testing.T) {
 	}
 }
 
+// A pause holds the output where it is: nothing more is heard or played
+// until the resume, and then it goes on from the same word.
+func TestPlayerPauseResumesWhereItStopped(t *testing.T) {
+	var p player
+	p.segs, p.endMark = map[uint64][]segment{}, map[uint64]runtime.Timer{}
+	ws := []tts.WordTiming{{Word: "one", Start: 0}, {Word: "two", Start: 400 * time.Millisecond}, {Word: "three", Start: 800 * time.Millisecond}}
+	p.enqueue(time.Second, 1, 1200*time.Millisecond, ws)
+	p.pause(1500 * time.Millisecond) // "two" has started
+	if got := p.heard(3*time.Second, 1); got != "one two" {
+		t.Errorf("heard while paused = %q; want %q", got, "one two")
+	}
+	if got := p.played(3*time.Second, 1); got != 500*time.Millisecond {
+		t.Errorf("played while paused = %v; want 500ms", got)
+	}
+	if p.playingWithin(3*time.Second, 2*time.Second, 3*time.Second) {
+		t.Error("the paused output counts as playing")
+	}
+	// Audio queued during the pause waits behind the rest.
+	p.enqueue(3*time.Second, 1, 400*time.Millisecond, []tts.WordTiming{{Word: "four", Start: 1200 * time.Millisecond}})
+	p.resume(4 * time.Second)
+	if got := p.heard(4200*time.Millisecond, 1); got != "one two" {
+		t.Errorf("heard 200ms after the resume = %q; want %q", got, "one two")
+	}
+	if got := p.heard(4400*time.Millisecond, 1); got != "one two three" {
+		t.Errorf("heard 400ms after the resume = %q; want %q", got, "one two three")
+	}
+	if got := p.heard(4800*time.Millisecond, 1); got != "one two three four" {
+		t.Errorf("heard 800ms after the resume = %q; want the word queued during the pause too", got)
+	}
+	if got, want := p.end(4*time.Second, 1), 5100*time.Millisecond; got != want {
+		t.Errorf("epoch ends at %v; want %v", got, want)
+	}
+}
+
 func TestSweepCoversTheRange(t *testing.T) {
 	sc := mustParse(t, bookingScenario+`sweep: {param: "user.0.at", from: 0s, to: 1s}`)
 	res := RunScenario(sc, Options{Sweep: 11})

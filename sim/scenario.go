@@ -30,6 +30,7 @@ type Scenario struct {
 	TTS     TTS             // `tts`
 	STT     STT             // `stt`
 	VAD     VAD             // `vad`
+	Line    Line            // `line`
 	User    []UserAction    // `user`
 	Faults  []Fault         // `faults`
 	Expect  Expect          // `expect`
@@ -90,15 +91,41 @@ type VAD struct {
 	Endpointing time.Duration // `endpointing`, default 500ms, > 0
 }
 
+// Line is the line between the caller and the agent, as the caller-audio
+// stage hears it.
+type Line struct {
+	// Echo is the agent's own voice coming back; nil (absent): a clean line.
+	Echo *Echo // `echo`
+	// EchoFree says the caller's device removes the agent's voice (a
+	// browser, a headset): runtime.InputConfig.EchoFree. Default false, as
+	// for a phone line.
+	EchoFree bool // `echo_free`
+}
+
+// Echo is the agent's voice returned by the line.
+type Echo struct {
+	Delay  time.Duration // `delay`, default 120ms, >= 0
+	GainDB float64       // `gain_db`, default -6, from -60 to 20
+	// Learn is how much of the agent's audio the echo canceller hears
+	// before it removes the echo; `learn`, default 1s, >= 0.
+	Learn time.Duration
+}
+
 // UserAction is one thing the simulated caller does. Exactly one of Say,
-// Inject and Backchannel is set.
+// Inject, Backchannel and Noise is set.
 type UserAction struct {
 	At          time.Duration // `at`, required, >= 0
 	Say         string        // `say`
 	Inject      string        // `inject`
 	Backchannel string        // `backchannel`
-	Duration    time.Duration // `duration`, default 0 ("from the words"); say or backchannel only
+	// Noise is a sound that is not speech (a cough, a door): the detector
+	// scores it, the recogniser hears no words. Its value names it.
+	Noise    string        // `noise`
+	Duration time.Duration // `duration`, default 0 (from the words; 300ms for a noise); not for inject
 }
+
+// Spoken reports whether the action is speech: say or backchannel.
+func (u UserAction) Spoken() bool { return u.Say != "" || u.Backchannel != "" }
 
 // Fault is an injected failure.
 type Fault struct {
@@ -259,7 +286,7 @@ func (p *scnParser) result() error {
 // are decoded before expect and sweep whatever their order in the file.
 
 func (p *scnParser) scenario(n *yaml.Node) *Scenario {
-	m := p.mapping(n, "", "name", "seed", "timeout", "agent", "model", "tts", "stt", "vad", "user", "faults", "expect", "sweep")
+	m := p.mapping(n, "", "name", "seed", "timeout", "agent", "model", "tts", "stt", "vad", "line", "user", "faults", "expect", "sweep")
 	s := &Scenario{
 		Name:    m.str("name", ""),
 		Seed:    m.integer("seed", 1, math.MinInt64),
@@ -279,6 +306,12 @@ func (p *scnParser) scenario(n *yaml.Node) *Scenario {
 	s.STT = STT{Latency: stt.dur("latency", 150*time.Millisecond, false)}
 	vad := m.sub("vad", "onset", "endpointing")
 	s.VAD = VAD{Onset: vad.dur("onset", 100*time.Millisecond, false), Endpointing: vad.dur("endpointing", 500*time.Millisecond, true)}
+	line := m.sub("line", "echo", "echo_free")
+	s.Line = Line{EchoFree: line.boolean("echo_free", false)}
+	if echo := line.sub("echo", "delay", "gain_db", "learn"); echo.present {
+		s.Line.Echo = &Echo{Delay: echo.dur("delay", 120*time.Millisecond, false), GainDB: echo.number("gain_db", -6, -60, 20),
+			Learn: echo.dur("learn", time.Second, false)}
+	}
 	for i, item := range m.seq("user") {
 		s.User = append(s.User, p.userAction(item, scnIndex("user", i)))
 	}
@@ -361,33 +394,34 @@ func (p *scnParser) modelResponse(n *yaml.Node, path string) ModelResponse {
 }
 
 func (p *scnParser) userAction(n *yaml.Node, path string) UserAction {
-	m := p.mapping(n, path, "at", "say", "inject", "backchannel", "duration")
+	m := p.mapping(n, path, "at", "say", "inject", "backchannel", "noise", "duration")
 	m.require("at")
 	u := UserAction{
 		At:          m.dur("at", 0, false),
 		Say:         m.str("say", ""),
 		Inject:      m.str("inject", ""),
 		Backchannel: m.str("backchannel", ""),
+		Noise:       m.str("noise", ""),
 		Duration:    m.dur("duration", 0, false),
 	}
-	var set []string // which of the three are present, in struct order
-	for _, f := range []struct{ key, text string }{{"say", u.Say}, {"inject", u.Inject}, {"backchannel", u.Backchannel}} {
+	var set []string // which of the four are present, in struct order
+	for _, f := range []struct{ key, text string }{{"say", u.Say}, {"inject", u.Inject}, {"backchannel", u.Backchannel}, {"noise", u.Noise}} {
 		v, key := m.get(f.key)
 		switch {
 		case v == nil:
 			continue
 		case len(set) > 0:
-			p.errf(v.Line, key, "%s is also set; want exactly one of say, inject, backchannel", set[0])
+			p.errf(v.Line, key, "%s is also set; want exactly one of say, inject, backchannel, noise", set[0])
 		case v.Kind == yaml.ScalarNode && f.text == "":
 			p.errf(v.Line, key, "must not be empty")
 		}
 		set = append(set, f.key)
 	}
 	if len(set) == 0 && m.ok {
-		p.errf(n.Line, path, "want exactly one of say, inject, backchannel")
+		p.errf(n.Line, path, "want exactly one of say, inject, backchannel, noise")
 	}
 	if v, key := m.get("duration"); v != nil && u.Inject != "" {
-		p.errf(v.Line, key, "only allowed with say or backchannel: an inject is text, not speech")
+		p.errf(v.Line, key, "only allowed with say, backchannel or noise: an inject is text, not sound")
 	}
 	return u
 }
@@ -672,6 +706,23 @@ func (m *scnMap) wordsPerSecond(k string) float64 {
 	return f
 }
 
+// number decodes a number from lo to hi.
+func (m *scnMap) number(k string, def, lo, hi float64) float64 {
+	v, key := m.get(k)
+	if v == nil {
+		return def
+	}
+	var f float64
+	if v.Kind != yaml.ScalarNode || (v.ShortTag() != "!!int" && v.ShortTag() != "!!float") || v.Decode(&f) != nil {
+		m.p.errf(v.Line, key, "%s is not a number", scnDescribe(v))
+		return def
+	}
+	if !(f >= lo && f <= hi) {
+		m.p.errf(v.Line, key, "%s is out of range (want %v to %v)", v.Value, lo, hi)
+	}
+	return f
+}
+
 // str decodes a string. Any scalar will do (a number is its text), and null
 // is the empty string; mappings and lists are errors.
 func (p *scnParser) str(n *yaml.Node, key string) (string, bool) {
@@ -846,7 +897,7 @@ func scnParseIndex(s string) (int, bool) {
 
 // scnParams lists the parameter paths, for messages.
 const scnParams = "timeout, user.N.at, user.N.duration, faults.N.at, faults.N.duration, model.N.ttfb, " +
-	"agent.tools.N.duration, agent.tools.N.timeout, tts.ttfb, stt.latency, " +
+	"agent.tools.N.duration, agent.tools.N.timeout, tts.ttfb, stt.latency, line.echo.delay, line.echo.learn, " +
 	"vad.onset, vad.endpointing, expect.max_stall"
 
 // scnParam resolves a parameter path to the field it names, and says
@@ -878,10 +929,18 @@ func (s *Scenario) scnParam(param string) (*time.Duration, bool, error) {
 		if strings.HasSuffix(param, ".at") {
 			return &s.User[i].At, false, nil
 		}
-		if s.User[i].Say == "" && s.User[i].Backchannel == "" {
-			return nil, false, fmt.Errorf("parameter %q: user.%d is not speech; duration applies to say and backchannel only", param, i)
+		if s.User[i].Inject != "" {
+			return nil, false, fmt.Errorf("parameter %q: user.%d is not a sound; duration applies to say, backchannel and noise only", param, i)
 		}
 		return &s.User[i].Duration, false, nil
+	case "line.echo.delay", "line.echo.learn":
+		if s.Line.Echo == nil {
+			return nil, false, fmt.Errorf("parameter %q: the scenario has no line.echo", param)
+		}
+		if param == "line.echo.delay" {
+			return &s.Line.Echo.Delay, false, nil
+		}
+		return &s.Line.Echo.Learn, false, nil
 	case "faults.N.at", "faults.N.duration":
 		i, err := index(len(s.Faults), "fault")
 		if err != nil {
@@ -927,7 +986,7 @@ func (s *Scenario) scnParam(param string) (*time.Duration, bool, error) {
 // and the --set flag. Indexes are 0-based. Valid paths: "timeout",
 // "user.N.at", "user.N.duration", "faults.N.at", "faults.N.duration", "model.N.ttfb",
 // "agent.tools.N.duration", "agent.tools.N.timeout", "tts.ttfb",
-// "stt.latency", "vad.onset", "vad.endpointing", "expect.max_stall".
+// "stt.latency", "line.echo.delay", "line.echo.learn", "vad.onset", "vad.endpointing", "expect.max_stall".
 // An unknown path or an out-of-range index is an error naming the path; so is
 // a negative d, or a zero d for a parameter that a scenario file requires to
 // be > 0.
@@ -969,6 +1028,10 @@ func (s *Scenario) Clone() *Scenario {
 		for j := range c.Model[i].ToolCalls {
 			c.Model[i].ToolCalls[j].Args = slices.Clone(c.Model[i].ToolCalls[j].Args)
 		}
+	}
+	if s.Line.Echo != nil {
+		echo := *s.Line.Echo
+		c.Line.Echo = &echo
 	}
 	c.User = slices.Clone(s.User)
 	c.Faults = slices.Clone(s.Faults)

@@ -153,7 +153,7 @@ func TestScenarioParseErrors(t *testing.T) {
 		want string // the whole message, or a prefix of it ending in "..."
 	}{
 		{"unknown top-level key", "name: x\ncolour: red\n",
-			"t.yaml:2: colour: unknown key; known keys: name, seed, timeout, agent, model, tts, stt, vad, user, faults, expect, sweep"},
+			"t.yaml:2: colour: unknown key; known keys: name, seed, timeout, agent, model, tts, stt, vad, line, user, faults, expect, sweep"},
 		{"unknown tool key", "name: x\nagent:\n  tools:\n    - name: a\n      ignore_cancel: true\n",
 			"t.yaml:5: agent.tools.0.ignore_cancel: unknown key; known keys: name, effect, on_interrupt, duration, timeout, result, error, ignores_cancel, hang, dedupe"},
 		{"duplicate key", "name: x\nseed: 1\nseed: 2\n", "t.yaml:3: seed: duplicate key (first at line 2)"},
@@ -188,11 +188,11 @@ func TestScenarioParseErrors(t *testing.T) {
 		{"result infinity", "name: x\nagent:\n  tools:\n    - name: a\n      result: {v: .inf}\n",
 			"t.yaml:5: agent.tools.0.result.v: .inf cannot be written as JSON"},
 		{"say and inject", "name: x\nuser:\n  - at: 0s\n    say: hi\n    inject: yo\n",
-			"t.yaml:5: user.0.inject: say is also set; want exactly one of say, inject, backchannel"},
-		{"no speech", "name: x\nuser:\n  - at: 0s\n", "t.yaml:3: user.0: want exactly one of say, inject, backchannel"},
+			"t.yaml:5: user.0.inject: say is also set; want exactly one of say, inject, backchannel, noise"},
+		{"no speech", "name: x\nuser:\n  - at: 0s\n", "t.yaml:3: user.0: want exactly one of say, inject, backchannel, noise"},
 		{"empty say", "name: x\nuser:\n  - {at: 0s, say: ~}\n", "t.yaml:3: user.0.say: must not be empty"},
 		{"duration with inject", "name: x\nuser:\n  - {at: 0s, inject: hi, duration: 1s}\n",
-			"t.yaml:3: user.0.duration: only allowed with say or backchannel..."},
+			"t.yaml:3: user.0.duration: only allowed with say, backchannel or noise..."},
 		{"string is a mapping", "name: x\nuser:\n  - at: 0s\n    say: {a: b}\n", "t.yaml:4: user.0.say: want a string, got a mapping"},
 		{"list is a mapping", "name: x\nuser: {at: 0s}\n", "t.yaml:2: user: want a list, got a mapping"},
 		{"every_call_answered false", "name: x\nexpect:\n  every_call_answered: false\n",
@@ -288,7 +288,7 @@ colour: red
 		`m.yaml:2: expect.tool_runs.ghost: no tool "ghost" in agent.tools`,
 		`m.yaml:3: timeout: "soon" is not a duration (want e.g. 400ms or 1.5s)`,
 		`m.yaml:6: agent.tools.0.effect: "write" is not one of read, mutation`,
-		"m.yaml:7: colour: unknown key; known keys: name, seed, timeout, agent, model, tts, stt, vad, user, faults, expect, sweep",
+		"m.yaml:7: colour: unknown key; known keys: name, seed, timeout, agent, model, tts, stt, vad, line, user, faults, expect, sweep",
 	}
 	if err == nil || err.Error() != strings.Join(want, "\n") {
 		t.Errorf("error =\n%v\nwant\n%s", err, strings.Join(want, "\n"))
@@ -367,7 +367,7 @@ func TestScenarioSetGet(t *testing.T) {
 		{"user.01.at", time.Second, `unknown parameter "user.01.at"`},
 		{"user.4.at", time.Second, `parameter "user.4.at": index 4 is out of range`},
 		{"agent.tools.1.timeout", time.Second, `parameter "agent.tools.1.timeout": index 1 is out of range`},
-		{"user.2.duration", time.Second, `parameter "user.2.duration": user.2 is not speech`},
+		{"user.2.duration", time.Second, `parameter "user.2.duration": user.2 is not a sound`},
 		{"tts.ttfb", -time.Second, `parameter "tts.ttfb": -1s is negative`},
 		{"vad.endpointing", 0, `parameter "vad.endpointing": must be > 0`},
 	} {
