@@ -285,7 +285,9 @@ func (g generation) sayPhrase(ctx context.Context, voices []tts.Synthesizer, tri
 		if err == nil || ctx.Err() != nil {
 			return offset, err
 		}
-		wait, failover, ok := tries.Failed()
+		// A voice that stalled has already cost the caller the stall
+		// timeout: asking it again would double the silence.
+		wait, failover, ok := tries.Failed(!errors.Is(err, ErrProviderStalled))
 		if !ok {
 			return offset, err
 		}

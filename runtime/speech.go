@@ -30,9 +30,11 @@ type PhraseTries struct {
 // Failed records that the current attempt failed and says what to do next:
 // wait and try the same voice again (retry), move on to the next voice
 // (failover; no wait, it is another provider), or give up (ok false): no
-// voice can speak the phrase.
-func (p *PhraseTries) Failed() (wait time.Duration, failover, ok bool) {
-	if !p.retried {
+// voice can speak the phrase. A failure that is not worth repeating on the
+// same voice (retry false: it stalled for the whole stall timeout already)
+// goes straight to the next voice.
+func (p *PhraseTries) Failed(retry bool) (wait time.Duration, failover, ok bool) {
+	if retry && !p.retried {
 		p.retried = true
 		return SpeechRetryBackoff, false, true
 	}

@@ -220,7 +220,7 @@ func (e *edges) failSynth(g *generation) {
 	}
 	e.r.sched.cancel(g.attemptTimer)
 	g.inFlight = false
-	wait, failover, ok := g.tries.Failed()
+	wait, failover, ok := g.tries.Failed(true)
 	switch {
 	case !ok:
 		e.endSynth(g, errTTSFault, strings.Join(g.phrases[g.next:], " "))
