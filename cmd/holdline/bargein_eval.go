@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -31,23 +32,71 @@ func bargeinEvalCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 	minSpeech := fs.Duration("speaking-min-speech", 0, "speech over the agent that makes a suspicion (0: the arbiter's default)")
 	confirmSpeech := fs.Duration("confirm-speech", 0, "speech after the echo tail that confirms a suspicion (0: the arbiter's default)")
 	trace := fs.Bool("trace", false, "print, for full mode, the decisions in every scene that went wrong")
+	corpusDir := fs.String("corpus", "", "evaluate the recorded clips listed in `DIR`/corpus.json instead of the synthesised corpus")
+	exportDir := fs.String("export", "", "write the synthesised corpus to `DIR` as --corpus reads it (WAV files and corpus.json), and exit")
+	openLoop := fs.Bool("open-loop", false, "play the synthesised corpus as recordings, as --corpus plays one: the echo goes on while the output pauses")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: holdline bargein-eval [--json] [--rate 8000|16000] [--vad energy,silero] [--seed S] [--no-transcripts] [--small] [--trace] [arbiter settings]")
+		fmt.Fprintln(stderr, "usage: holdline bargein-eval [--json] [--rate 8000|16000] [--vad energy,silero] [--seed S] [--no-transcripts] [--small] [--open-loop] [--trace] [arbiter settings]")
+		fmt.Fprintln(stderr, "       holdline bargein-eval --corpus DIR [--json] [--vad energy,silero] [--no-transcripts] [--trace] [arbiter settings]")
+		fmt.Fprintln(stderr, "       holdline bargein-eval --export DIR [--rate 8000|16000] [--seed S] [--small]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	opts := corpus.Options{Rate: *rate, Seed: *seed}
-	if *small {
-		opts.EchoSentences, opts.BargeIns, opts.Backchannels = 1, 24, 10
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bargein-eval: unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *corpusDir != "" {
+		for _, name := range []string{"export", "rate", "seed", "small", "open-loop"} {
+			if set[name] {
+				return fmt.Errorf("bargein-eval: --%s does not go with --corpus: a recorded corpus has its own clips and rate, and is always played open loop", name)
+			}
+		}
 	}
 	start := time.Now()
-	clips, err := corpus.Generate(ctx, opts)
-	if err != nil {
-		return err
+	var (
+		scenes []eval.Scene
+		vocab  []string
+		source string
+	)
+	if *corpusDir != "" {
+		recs, err := corpus.Load(*corpusDir)
+		if err != nil {
+			return err
+		}
+		if !*noTranscripts {
+			if err := checkTexts(recs); err != nil {
+				return err
+			}
+		}
+		scenes, vocab = scenesOfRecordings(recs), corpus.RecordingVocabulary(recs)
+		source = "recorded in " + *corpusDir + ", open loop"
+	} else {
+		opts := corpus.Options{Rate: *rate, Seed: *seed}
+		if *small {
+			opts.EchoSentences, opts.BargeIns, opts.Backchannels = 1, 24, 10
+		}
+		clips, err := corpus.Generate(ctx, opts)
+		if err != nil {
+			return err
+		}
+		scenes, vocab = scenesOf(clips), corpus.Vocabulary(clips)
+		if *exportDir != "" {
+			if err := corpus.Save(*exportDir, recordingsOf(clips, scenes)); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "wrote %d clips to %s\n", len(clips), filepath.Join(*exportDir, corpus.ManifestName))
+			return nil
+		}
+		source = fmt.Sprintf("seed %d", *seed)
+		if *openLoop {
+			scenes = scenesOfRecordings(recordingsOf(clips, scenes))
+			source += ", open loop"
+		}
 	}
-	scenes := scenesOf(clips)
 	cfg := eval.Config{
 		Canceller: func(rate int) (eval.Canceller, error) { return aec.New(rate) },
 		Arbiter: vad.ArbiterConfig{
@@ -74,7 +123,7 @@ func bargeinEvalCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 	}
 	if !*noTranscripts {
-		cfg.Transcriber = sphinx{vocab: corpus.Vocabulary(clips)}
+		cfg.Transcriber = sphinx{vocab: vocab}
 	}
 	var results []eval.Result
 	for _, name := range strings.Split(*detectors, ",") {
@@ -97,16 +146,47 @@ func bargeinEvalCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 		enc.SetIndent("", "  ")
 		return enc.Encode(results)
 	}
-	fmt.Fprintf(stdout, "%d clips at %d Hz (%d echo-only, %d barge-ins, %d backchannels), seed %d, %v\n\n",
-		len(scenes), *rate, results[0].EchoClips, results[0].BargeIns, results[0].Backchannels, *seed, time.Since(start).Round(time.Second))
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(stdout, "%d clips at %d Hz (%d echo-only, %d barge-ins, %d backchannels), %s, %v\n\n",
+		len(scenes), results[0].Rate, results[0].EchoClips, results[0].BargeIns, results[0].Backchannels, source, time.Since(start).Round(time.Second))
+	return printTable(stdout, scenes, results)
+}
+
+// printTable prints the results as the README shows them, with "–" where
+// the corpus has nothing to measure (no barge-ins, no echo at -3 dB, none
+// detected), rather than a 0 that reads as a result.
+func printTable(w io.Writer, scenes []eval.Scene, results []eval.Result) error {
+	var lowEcho, echo3 bool
+	for _, sc := range scenes {
+		if sc.Kind == eval.Echo {
+			lowEcho = lowEcho || sc.GainDB <= -6
+			echo3 = echo3 || sc.GainDB == -3
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "vad\tmode\tfalse ≤-6dB\tfalse -3dB\tmiss\tdetect p50\tdetect p95\tbackchannel\techo pauses\t")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.0f ms\t%.0f ms\t%s\t%s\t\n", r.VAD, r.Mode,
-			pct(r.FalseBargeInRate), pct(r.FalseBargeInByGain["-3"]), pct(r.MissRate),
-			r.DetectP50, r.DetectP95, pct(r.BackchannelRate), pct(r.PauseRate))
+		detected := r.BargeIns > 0 && r.MissRate < 1
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.VAD, r.Mode,
+			share(r.FalseBargeInRate, lowEcho), share(r.FalseBargeInByGain["-3"], echo3), share(r.MissRate, r.BargeIns > 0),
+			millis(r.DetectP50, detected), millis(r.DetectP95, detected),
+			share(r.BackchannelRate, r.Backchannels > 0), share(r.PauseRate, r.EchoClips > 0))
 	}
 	return tw.Flush()
+}
+
+// share prints a rate, or "–" if there was nothing to count.
+func share(x float64, counted bool) string {
+	if !counted {
+		return "–"
+	}
+	return pct(x)
+}
+
+func millis(x float64, measured bool) string {
+	if !measured {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f ms", x)
 }
 
 func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }

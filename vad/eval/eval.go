@@ -80,6 +80,54 @@ type Scene struct {
 	// canceller hears it first (except in FullCold), as it has heard the
 	// greeting and every turn since by the time the caller interrupts.
 	Before []int16
+
+	// Mic, if set, is a recording of the microphone: the echo of Agent
+	// played in full, plus the caller and the line's noise. It takes the
+	// place of the simulated microphone (EchoDelay, EchoTaps, User and
+	// Noise are not used) and the scene lasts len(Mic) samples. A
+	// recording cannot follow the output: when the arbiter pauses, the
+	// recorded echo goes on, and the canceller goes on hearing the Agent
+	// audio that made it. So a recorded scene measures the decisions
+	// open loop, and pause and listen looks worse on it than on the line.
+	Mic []int16
+	// BeforeMic, with Mic, is the recording of the microphone while the
+	// agent played Before (the same length as Before, or it is cut or
+	// padded with silence). Without it a recorded scene's canceller
+	// hears nothing before the scene, as in FullCold.
+	BeforeMic []int16
+}
+
+// Recorded reports whether the scene's microphone is a recording (Mic)
+// rather than simulated from its parts.
+func (sc Scene) Recorded() bool { return sc.Mic != nil }
+
+// HeardBefore returns what the microphone heard while the agent played
+// Before: BeforeMic for a recorded scene, else Before through the scene's
+// echo path over the scene's noise, as the canceller is warmed with it.
+func (sc Scene) HeardBefore() []int16 {
+	if sc.Recorded() {
+		if sc.BeforeMic == nil {
+			return nil
+		}
+		mic := make([]int16, len(sc.Before))
+		copy(mic, sc.BeforeMic)
+		return mic
+	}
+	taps := echoPath(sc)
+	mic := make([]int16, len(sc.Before))
+	for k := range mic {
+		acc := 0.0
+		if len(sc.Noise) > 0 {
+			acc = float64(sc.Noise[k%len(sc.Noise)])
+		}
+		for _, t := range taps {
+			if p := k - t.lag; p >= 0 {
+				acc += t.gain * float64(sc.Before[p])
+			}
+		}
+		mic[k] = clamp(acc)
+	}
+	return mic
 }
 
 // Canceller is the echo canceller under test (media/aec's Canceller).
@@ -373,6 +421,9 @@ func play(cfg Config, dets *detectors, m Mode, sc Scene, plan []transcript) (out
 
 	taps := echoPath(sc)
 	total := len(sc.User)
+	if sc.Recorded() {
+		total = len(sc.Mic)
+	}
 	played := make([]int16, total) // what the output played, on the scene's timeline
 	mic := make([]int16, n)
 	clean := make([]int16, n)
@@ -393,10 +444,17 @@ func play(cfg Config, dets *detectors, m Mode, sc Scene, plan []transcript) (out
 
 	for start := 0; start+n <= total; start += n {
 		at := durOf(rate, start)
-		// The output plays a frame, unless paused.
+		// The output plays a frame, unless paused; in a recording it
+		// played on regardless.
 		for i := range n {
 			var v int16
-			if !paused && !o.interrupted && cursor < len(sc.Agent) {
+			switch k := start + i; {
+			case sc.Recorded():
+				if k < len(sc.Agent) {
+					v = sc.Agent[k]
+				}
+				cursor = min(k+1, len(sc.Agent))
+			case !paused && !o.interrupted && cursor < len(sc.Agent):
 				v = sc.Agent[cursor]
 				cursor++
 			}
@@ -409,6 +467,10 @@ func play(cfg Config, dets *detectors, m Mode, sc Scene, plan []transcript) (out
 		// the noise.
 		for i := range n {
 			k := start + i
+			if sc.Recorded() {
+				mic[i] = sc.Mic[k]
+				continue
+			}
 			acc := float64(sc.User[k]) + float64(sc.Noise[k])
 			for _, t := range taps {
 				if p := k - t.lag; p >= 0 {
@@ -502,28 +564,18 @@ func play(cfg Config, dets *detectors, m Mode, sc Scene, plan []transcript) (out
 	return o, sus, nil
 }
 
-// warm plays the scene's earlier turn to the canceller, frame by frame
-// through the scene's echo path, with the scene's noise and no caller.
+// warm plays the scene's earlier turn to the canceller, frame by frame,
+// with what the microphone heard meanwhile (HeardBefore). A recorded scene
+// without a recording of its earlier turn has nothing to warm with.
 func warm(aec Canceller, sc Scene, n int) error {
-	taps := echoPath(sc)
-	mic := make([]int16, n)
+	if sc.Recorded() && sc.BeforeMic == nil {
+		return nil
+	}
+	mic := sc.HeardBefore()
 	out := make([]int16, n)
 	for start := 0; start+n <= len(sc.Before); start += n {
-		for i := range n {
-			k := start + i
-			acc := 0.0
-			if len(sc.Noise) > 0 {
-				acc = float64(sc.Noise[k%len(sc.Noise)])
-			}
-			for _, t := range taps {
-				if p := k - t.lag; p >= 0 {
-					acc += t.gain * float64(sc.Before[p])
-				}
-			}
-			mic[i] = clamp(acc)
-		}
 		aec.Playback(sc.Before[start : start+n])
-		if err := aec.Process(mic, out); err != nil {
+		if err := aec.Process(mic[start:start+n], out); err != nil {
 			return err
 		}
 	}
