@@ -54,6 +54,23 @@ func TestSimulateFailingRunPrintsReplay(t *testing.T) {
 	}
 }
 
+// --timeline shows what a passing run did: here a backchannel over the
+// answer pauses it and the answer resumes.
+func TestSimulateTimelineOfAPassingRun(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"simulate", "../../examples/scenarios/k1-backchannel-never-cuts-the-answer.yaml", "--timeline"}, nil, &out, &errOut)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	got := out.String()
+	for _, want := range []string{"ok    ", "timeline of seed=1:", "barge_in_suspected reason=speech_over_agent",
+		"barge_in_resumed reason=backchannel", `transcript_ignored reason=backchannel "uh-huh"`, "playout_done"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+}
+
 func TestSimulatePassesTheSuiteAsJSON(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if err := run(context.Background(), []string{"simulate", "../../examples/scenarios", "--sweep", "5", "--json"}, nil, &out, &errOut); err != nil {
