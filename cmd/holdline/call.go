@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/runtime"
 	hsip "github.com/holdline/holdline/sip"
 )
@@ -99,7 +98,7 @@ func callCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}()
 	cctx, cancel := context.WithTimeout(ctx, *maxDur)
 	defer cancel()
-	fmt.Fprintf(stdout, "calling %s with the %s agent\n", target, *name)
+	fmt.Fprintf(stdout, "calling %s with the %s agent (%s)\n", target, *name, probe.roles)
 	if err := srv.Call(cctx, target); err != nil {
 		return err
 	}
@@ -107,8 +106,8 @@ func callCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-// printConversation prints a call's turns as console does (user:, agent:,
-// tool:, dtmf:) until the session ends.
+// printConversation prints a call's transcript as console does (user:,
+// agent:, tool:, dtmf: ...) until the session ends.
 func printConversation(ctx context.Context, s *runtime.Session, out io.Writer) {
 	sub := s.Subscribe(1024)
 	defer sub.Close()
@@ -120,23 +119,8 @@ func printConversation(ctx context.Context, s *runtime.Session, out io.Writer) {
 			if !ok {
 				return
 			}
-			switch e.Kind {
-			case events.UserTurn:
-				fmt.Fprintf(out, "user: %s\n", e.Text)
-			case events.PlayoutDone:
-				if e.Text != "" {
-					fmt.Fprintf(out, "agent: %s\n", e.Text)
-				}
-			case events.PlayoutTruncate:
-				if e.Text != "" {
-					fmt.Fprintf(out, "agent: %s [interrupted]\n", e.Text)
-				}
-			case events.ToolTerminal:
-				fmt.Fprintf(out, "tool: %s -> %s\n", e.Tool, e.State)
-			case events.Handoff:
-				fmt.Fprintf(out, "handoff: %s (%s)\n", e.Text, e.Reason)
-			case events.DTMF:
-				fmt.Fprintf(out, "dtmf: %s\n", e.Text)
+			if line, ok := transcriptLine(e); ok {
+				fmt.Fprintln(out, line)
 			}
 		}
 	}

@@ -107,6 +107,7 @@ func consoleCmd(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	logger.Info("console", "agent", *name, "engines", prov.roles.String())
 	opts := []runtime.Option{runtime.WithLogger(logger)}
 	if *audioOut != "" {
 		f, err := os.Create(*audioOut)
@@ -145,7 +146,7 @@ func consoleCmd(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	runErr := make(chan error, 1)
 	go func() { runErr <- sess.Run(ctx) }()
 
-	c := &console{sess: sess, sub: sub, out: stdout, sink: sink}
+	c := &console{sess: sess, sub: sub, out: stdout, sink: sink, engines: prov.roles.String()}
 	var lineErr chan error
 	if caller != nil {
 		c.line = &line{sess: sess}
@@ -181,39 +182,61 @@ type console struct {
 	line *line // the caller's audio line, with --audio-in
 	sub  *events.Subscription
 	sink *events.JSONL
+	// engines says which engine each role uses, for the interactive
+	// console's first line.
+	engines string
 
 	mu  sync.Mutex // guards out
 	out io.Writer
 }
 
-// show prints the lines a script reads: what the user said, what the agent
-// played, and each tool's terminal state.
+// show prints the line e makes in the transcript (see transcriptLine); the
+// interactive console leaves out the user's and agent's words, which the
+// terminal echo and the captions show.
 func (c *console) show(e events.Event, interactive bool) {
 	if c.sink != nil {
 		_ = c.sink.Write(e)
 	}
+	switch e.Kind {
+	case events.UserTurn, events.PlayoutDone, events.PlayoutTruncate:
+		if interactive {
+			return
+		}
+	}
+	line, ok := transcriptLine(e)
+	if !ok {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	fmt.Fprintln(c.out, line)
+}
+
+// transcriptLine is the line a script reads for e, if e makes one: what
+// the user said, what the agent played, each tool's terminal state,
+// handoffs, keys pressed, and providers that failed or handed over to
+// their backup. Every line comes from the session's one event stream, so
+// lines are in the order the session decided what they say.
+func transcriptLine(e events.Event) (string, bool) {
 	switch e.Kind {
 	case events.UserTurn:
-		if !interactive {
-			fmt.Fprintf(c.out, "user: %s\n", e.Text)
-		}
+		return "user: " + e.Text, true
 	case events.PlayoutDone:
-		if !interactive && e.Text != "" {
-			fmt.Fprintf(c.out, "agent: %s\n", e.Text)
-		}
+		return "agent: " + e.Text, e.Text != ""
 	case events.PlayoutTruncate:
-		if !interactive && e.Text != "" {
-			fmt.Fprintf(c.out, "agent: %s [interrupted]\n", e.Text)
-		}
+		return "agent: " + e.Text + " [interrupted]", e.Text != ""
 	case events.ToolTerminal:
-		fmt.Fprintf(c.out, "tool: %s -> %s\n", e.Tool, e.State)
+		return fmt.Sprintf("tool: %s -> %s", e.Tool, e.State), true
 	case events.Handoff:
-		fmt.Fprintf(c.out, "handoff: %s (%s)\n", e.Text, e.Reason)
+		return fmt.Sprintf("handoff: %s (%s)", e.Text, e.Reason), true
+	case events.DTMF:
+		return "dtmf: " + e.Text, true
 	case events.ProviderError:
-		fmt.Fprintf(c.out, "error: %s: %s\n", e.Provider, e.Error)
+		return fmt.Sprintf("error: %s: %s", e.Provider, e.Error), true
+	case events.ProviderFailover:
+		return fmt.Sprintf("failover: %s: %s", e.Provider, e.Error), true
 	}
+	return "", false
 }
 
 // until prints events until one satisfies done, within settleTimeout.
@@ -301,7 +324,7 @@ func (c *console) scripted(ctx context.Context, stdin io.Reader, greets bool) er
 // interactive lets the user type at any time: a line entered while the
 // agent speaks barges in. The agent's words appear as they are played.
 func (c *console) interactive(ctx context.Context, stdin io.Reader, _ bool) error {
-	fmt.Fprintln(c.out, "Talking to the agent. Type and press Enter; typing while it speaks interrupts it. Ctrl-D ends.")
+	fmt.Fprintf(c.out, "Talking to the agent (%s). Type and press Enter; typing while it speaks interrupts it. Ctrl-D ends.\n", c.engines)
 	lines := make(chan string)
 	go func() {
 		defer close(lines)

@@ -11,7 +11,8 @@
 // reply streams at speaking pace, and a line entered while it speaks barges
 // in. With standard input not a terminal it reads one line per turn, waits
 // for each turn to settle and prints one line per event (user:, agent:,
-// tool:), so scripts can drive it.
+// tool:, and error: or failover: when a provider fails), so scripts can
+// drive it.
 //
 // serve answers WebRTC offers from browsers (POST /v1/sessions) and serves
 // the reference web client at /, events as SSE and Prometheus metrics.

@@ -5,7 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
+	"strings"
+	"sync"
 
 	"github.com/holdline/holdline/examples/booking"
 	"github.com/holdline/holdline/llm"
@@ -22,23 +25,30 @@ import (
 
 // providerFlags choose an agent's model, recogniser and synthesiser, and
 // their backups. Defaults follow the environment: with OPENAI_API_KEY set
-// every role uses OpenAI (or the OpenAI-compatible server at
-// OPENAI_BASE_URL); without it, everything runs on this machine.
+// for OpenAI's own API every role uses OpenAI; otherwise every role runs on
+// this machine, and an OpenAI-compatible server at OPENAI_BASE_URL gets
+// only the roles a flag gives it (see openAIByDefault). A voice with no
+// backup gets espeak-ng's when it is installed (see build).
 type providerFlags struct {
 	llm, model, stt, tts string
 	llmBackup            string
 	sttBackup, ttsBackup string
 	wps                  float64
+
+	// espeak is espeak-ng's voice, the default backup voice: found once
+	// and shared by every session (it is safe for concurrent use).
+	espeakOnce sync.Once
+	espeak     *espeak.Synthesizer
 }
 
 func (p *providerFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&p.llm, "llm", "", "model `provider`: demo (offline intent model of the example agents), openai (OpenAI or any compatible server at OPENAI_BASE_URL), realtime (OpenAI Realtime, speech to speech); default openai when OPENAI_API_KEY is set, else demo")
+	fs.StringVar(&p.llm, "llm", "", "model `provider`: demo (offline intent model of the example agents), openai (OpenAI or any compatible server at OPENAI_BASE_URL), realtime (OpenAI Realtime, speech to speech); default openai when OPENAI_API_KEY is set and OPENAI_BASE_URL is not (OpenAI's own API), else demo")
 	fs.StringVar(&p.model, "model", "", "model `NAME` for --llm openai or realtime (default gpt-4o-mini, gpt-realtime)")
-	fs.StringVar(&p.stt, "stt", "", "speech recogniser: pocketsphinx (local, with the agent's grammar), openai, realtime, demo; default realtime with --llm realtime, openai with a key, else pocketsphinx")
-	fs.StringVar(&p.tts, "tts", "", "voice: espeak (local), openai, demo (a tone at a speaking pace); default none with --llm realtime (the model speaks), openai with a key, else espeak")
+	fs.StringVar(&p.stt, "stt", "", "speech recogniser: pocketsphinx (local, with the agent's grammar), openai, realtime, demo; default realtime with --llm realtime, openai with a key for OpenAI's own API, else pocketsphinx")
+	fs.StringVar(&p.tts, "tts", "", "voice: espeak (local), openai, demo (a tone at a speaking pace); default none with --llm realtime (the model speaks), openai with a key for OpenAI's own API, else espeak")
 	fs.StringVar(&p.llmBackup, "llm-backup", "", "model provider that takes over when the model fails before its first token")
 	fs.StringVar(&p.sttBackup, "stt-backup", "", "recogniser that takes over when the recogniser fails")
-	fs.StringVar(&p.ttsBackup, "tts-backup", "", "voice that takes over when the voice fails")
+	fs.StringVar(&p.ttsBackup, "tts-backup", "", "voice that takes over when the voice fails (default espeak, when installed, for any other voice; none: no backup)")
 	fs.Float64Var(&p.wps, "words-per-second", 2.5, "speaking pace of --tts demo")
 }
 
@@ -53,6 +63,44 @@ type providers struct {
 	// demo: the model is the example agents' offline intent model, which
 	// each example provides for itself.
 	demo bool
+	// roles names the engine each role uses, for the startup line.
+	roles roles
+}
+
+// roles names the engine of each role; "" where there is none.
+type roles struct {
+	model, modelBackup string
+	stt, sttBackup     string // none when the session takes no audio
+	tts, ttsBackup     string // no voice when the model speaks itself
+}
+
+// String says which engine each role uses, and where the OpenAI ones send
+// their requests, as in "model openai at http://127.0.0.1:8000/v1, voice
+// espeak".
+func (r roles) String() string {
+	var b strings.Builder
+	role := func(name, engine, backup string) {
+		if engine == "" {
+			return
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(name + " " + engine)
+		if engine == "openai" || engine == "realtime" {
+			b.WriteString(" at " + endpoint())
+		}
+		if backup != "" {
+			b.WriteString(" (backup " + backup + ")")
+		}
+	}
+	role("model", r.model, r.modelBackup)
+	if r.tts == "" && r.model == "realtime" {
+		r.tts = "the model's own"
+	}
+	role("voice", r.tts, r.ttsBackup)
+	role("recogniser", r.stt, r.sttBackup)
+	return b.String()
 }
 
 func (p *providers) Close() error {
@@ -63,11 +111,49 @@ func (p *providers) Close() error {
 	return errors.Join(errs...)
 }
 
-func haveKey() bool { return os.Getenv("OPENAI_API_KEY") != "" }
+// openAIByDefault reports whether the roles no flag names go to OpenAI:
+// they do with OPENAI_API_KEY set for OpenAI's own API. A server at another
+// OPENAI_BASE_URL (vLLM, Ollama, LocalAI, llama.cpp's server) often serves
+// chat completions only, without the audio endpoints, so it gets only the
+// roles asked for (--llm, --stt, --tts openai); the others stay on this
+// machine.
+func openAIByDefault() bool {
+	return os.Getenv("OPENAI_API_KEY") != "" && officialEndpoint(os.Getenv("OPENAI_BASE_URL"))
+}
+
+// officialEndpoint reports whether base, an OPENAI_BASE_URL, is OpenAI's
+// own API: unset, or on api.openai.com.
+func officialEndpoint(base string) bool {
+	if base == "" {
+		return true
+	}
+	u, err := url.Parse(base)
+	return err == nil && strings.EqualFold(u.Hostname(), "api.openai.com")
+}
+
+// endpoint is where the OpenAI clients send requests, as the startup line
+// says it: OPENAI_BASE_URL without the credentials or query it may carry.
+func endpoint() string {
+	base := os.Getenv("OPENAI_BASE_URL")
+	if base == "" {
+		return llmopenai.DefaultBaseURL
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		return "OPENAI_BASE_URL (not a URL)"
+	}
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment = nil, "", false, ""
+	return u.String()
+}
 
 // build makes the providers for one session of an agent whose callers say
 // phrases like the given ones (a local recogniser's grammar). withSTT is
 // false when the session takes no audio, so no recogniser is loaded.
+//
+// A voice other than espeak with no --tts-backup gets espeak-ng as its
+// backup when espeak-ng is installed: a voice that fails (a server without
+// the speech endpoint, a wrong key) is then heard as another voice, with a
+// provider_failover event, rather than not at all.
 func (p *providerFlags) build(phrases []string, withSTT bool) (_ *providers, err error) {
 	out := &providers{}
 	defer func() {
@@ -82,10 +168,12 @@ func (p *providerFlags) build(phrases []string, withSTT bool) (_ *providers, err
 	if err != nil {
 		return nil, err
 	}
+	out.roles.model = llmName
 	if p.llmBackup != "" {
 		if out.backupModel, _, err = p.buildModel(p.llmBackup, out); err != nil {
 			return nil, fmt.Errorf("--llm-backup: %w", err)
 		}
+		out.roles.modelBackup = p.llmBackup
 	}
 	ttsName := p.tts
 	if ttsName == "" && rt == nil {
@@ -95,10 +183,19 @@ func (p *providerFlags) build(phrases []string, withSTT bool) (_ *providers, err
 		if out.tts, err = p.buildTTS(ttsName); err != nil {
 			return nil, err
 		}
+		out.roles.tts = ttsName
 	}
-	if p.ttsBackup != "" {
+	switch {
+	case p.ttsBackup == "none":
+	case p.ttsBackup != "":
 		if out.backupTTS, err = p.buildTTS(p.ttsBackup); err != nil {
 			return nil, fmt.Errorf("--tts-backup: %w", err)
+		}
+		out.roles.ttsBackup = p.ttsBackup
+	case out.tts != nil && ttsName != "espeak":
+		if v := p.localVoice(); v != nil {
+			out.backupTTS = v
+			out.roles.ttsBackup = "espeak"
 		}
 	}
 	if !withSTT {
@@ -108,13 +205,16 @@ func (p *providerFlags) build(phrases []string, withSTT bool) (_ *providers, err
 	if sttName == "" && rt != nil {
 		sttName = "realtime"
 	}
-	if out.stt, err = p.buildSTT(pick(sttName, "openai", "pocketsphinx"), phrases, rt); err != nil {
+	sttName = pick(sttName, "openai", "pocketsphinx")
+	if out.stt, err = p.buildSTT(sttName, phrases, rt); err != nil {
 		return nil, err
 	}
+	out.roles.stt = sttName
 	if p.sttBackup != "" {
 		if out.backupSTT, err = p.buildSTT(p.sttBackup, phrases, rt); err != nil {
 			return nil, fmt.Errorf("--stt-backup: %w", err)
 		}
+		out.roles.sttBackup = p.sttBackup
 	}
 	for _, r := range []stt.Recognizer{out.stt, out.backupSTT} {
 		if c, ok := r.(io.Closer); ok {
@@ -124,12 +224,25 @@ func (p *providerFlags) build(phrases []string, withSTT bool) (_ *providers, err
 	return out, nil
 }
 
-// pick is name, or the default for a machine with or without an API key.
+// localVoice is espeak-ng's voice, or nil when espeak-ng is not installed:
+// then there is no local voice to fall back to, and the voice asked for
+// runs alone.
+func (p *providerFlags) localVoice() *espeak.Synthesizer {
+	p.espeakOnce.Do(func() {
+		if v, err := espeak.New(); err == nil {
+			p.espeak = v
+		}
+	})
+	return p.espeak
+}
+
+// pick is name, or the default: withKey with a key for OpenAI's own API
+// (see openAIByDefault), else without.
 func pick(name, withKey, without string) string {
 	switch {
 	case name != "":
 		return name
-	case haveKey():
+	case openAIByDefault():
 		return withKey
 	}
 	return without

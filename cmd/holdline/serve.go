@@ -68,6 +68,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	probe.Close()
+	logger.Info("engines", "agent", *name, "engines", probe.roles.String())
 
 	token := os.Getenv("HOLDLINE_TOKEN")
 	listenAddr, err := serveAddress(*addr, token != "")

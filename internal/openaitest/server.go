@@ -14,9 +14,10 @@ const APIKey = "sk-openaitest"
 
 // Server is an OpenAI-compatible server on a loopback port.
 type Server struct {
-	brain  llm.Model
-	apiKey string
-	http   *httptest.Server
+	brain    llm.Model
+	apiKey   string
+	chatOnly bool
+	http     *httptest.Server
 
 	mu       sync.Mutex
 	requests []Request
@@ -38,6 +39,12 @@ type Option func(*Server)
 // WithAPIKey sets the bearer token the server requires ("" accepts any).
 func WithAPIKey(key string) Option { return func(s *Server) { s.apiKey = key } }
 
+// WithChatOnly serves chat completions only, as many OpenAI-compatible
+// servers do (vLLM, Ollama, llama.cpp's server): the audio and Realtime
+// endpoints answer 404 as any unknown path does, and are recorded in
+// Requests.
+func WithChatOnly() Option { return func(s *Server) { s.chatOnly = true } }
+
 // New starts a server whose answers come from brain. Close it when done.
 func New(brain llm.Model, opts ...Option) *Server {
 	s := &Server{brain: brain, apiKey: APIKey}
@@ -46,8 +53,15 @@ func New(brain llm.Model, opts ...Option) *Server {
 	}
 	mux := http.NewServeMux()
 	s.routeChat(mux)
-	s.routeAudio(mux)
-	s.routeRealtime(mux)
+	if s.chatOnly {
+		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+			s.record(Request{Method: r.Method, Path: r.URL.Path})
+			http.NotFound(w, r)
+		})
+	} else {
+		s.routeAudio(mux)
+		s.routeRealtime(mux)
+	}
 	s.http = httptest.NewServer(s.authorize(mux))
 	return s
 }
