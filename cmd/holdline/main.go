@@ -58,7 +58,8 @@ commands:
   talk      talk to an agent with this computer's microphone and speaker (holdline talk --agent booking)
   simulate  run scenario files in virtual time (holdline simulate examples/scenarios --sweep 200)
   bargein-eval
-            measure barge-in decisions on a generated echo corpus, every mode side by side
+            measure barge-in decisions, every mode side by side, on a generated echo corpus
+            or on your own recordings (--corpus DIR; --export DIR writes the generated one)
   fake-openai
             serve an OpenAI-compatible API answered by the demo model, to try the OpenAI providers offline
 `
