@@ -285,9 +285,7 @@ func (g generation) sayPhrase(ctx context.Context, voices []tts.Synthesizer, tri
 		if err == nil || ctx.Err() != nil {
 			return offset, err
 		}
-		// A voice that stalled has already cost the caller the stall
-		// timeout: asking it again would double the silence.
-		wait, failover, ok := tries.Failed(!errors.Is(err, ErrProviderStalled))
+		wait, failover, ok := tries.Failed(worthRetrying(err))
 		if !ok {
 			return offset, err
 		}
@@ -359,6 +357,23 @@ func (g generation) synthesize(ctx context.Context, synth tts.Synthesizer, text 
 		return offset, nil
 	}
 	return offset, fmt.Errorf("speech synthesis: %w", err)
+}
+
+// worthRetrying reports whether asking the same voice again may help. A
+// voice that stalled has already cost the caller the stall timeout, and
+// one that says its error is not temporary (a 404, a wrong key: the
+// Temporary method of the providers' API errors) would only fail again.
+func worthRetrying(err error) bool {
+	if errors.Is(err, ErrProviderStalled) {
+		return false
+	}
+	if t, ok := errors.AsType[interface {
+		error
+		Temporary() bool
+	}](err); ok {
+		return t.Temporary()
+	}
+	return true
 }
 
 // outputQueue queues a turn's audio on the player, resampled to its rate.

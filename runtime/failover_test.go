@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -342,5 +343,34 @@ func TestBackupVoiceAfterTheRetry(t *testing.T) {
 			t.Errorf("backup spoke %q; want the answer", got)
 		}
 		h.waitFor(events.ProviderFailover, nil, time.Second)
+	})
+}
+
+type permanentErr struct{}
+
+func (permanentErr) Error() string   { return "HTTP 404: no speech endpoint" }
+func (permanentErr) Temporary() bool { return false }
+
+// A voice whose error says it is not temporary (a server without the
+// speech endpoint) is not asked again: the backup speaks at once.
+func TestPermanentVoiceErrorGoesStraightToTheBackup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		backup, err := scripted.NewTTS()
+		if err != nil {
+			t.Fatal(err)
+		}
+		su := weatherCall(scripted.WithTTSFailure(fmt.Errorf("speech: %w", permanentErr{}), 0), scripted.WithTTSFailingStreams(2))
+		su.agent = func(a *Agent) { a.BackupTTS = backup }
+		h := start(t, su)
+		if err := h.s.Inject(context.Background(), "Weather in Lisbon?"); err != nil {
+			t.Fatal(err)
+		}
+		h.waitFor(events.PlayoutDone, func(e events.Event) bool { return strings.Contains(e.Text, "sunny") }, 10*time.Second)
+		if got := h.voice.Texts(); !slices.Equal(got, []string{"Let me check.", "It is sunny in Lisbon today."}) {
+			t.Errorf("the agent's voice was asked for %q; want the answer once, not retried", got)
+		}
+		if got := backup.Texts(); !slices.Equal(got, []string{"It is sunny in Lisbon today."}) {
+			t.Errorf("backup spoke %q; want the answer", got)
+		}
 	})
 }

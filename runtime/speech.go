@@ -30,9 +30,9 @@ type PhraseTries struct {
 // Failed records that the current attempt failed and says what to do next:
 // wait and try the same voice again (retry), move on to the next voice
 // (failover; no wait, it is another provider), or give up (ok false): no
-// voice can speak the phrase. A failure that is not worth repeating on the
-// same voice (retry false: it stalled for the whole stall timeout already)
-// goes straight to the next voice.
+// voice can speak the phrase. A failure not worth repeating on the same
+// voice (retry false: it stalled for the whole stall timeout already, or
+// says it is not temporary) goes straight to the next voice.
 func (p *PhraseTries) Failed(retry bool) (wait time.Duration, failover, ok bool) {
 	if retry && !p.retried {
 		p.retried = true
