@@ -192,9 +192,9 @@ func (c *call) attach(peer *webrtc.Peer, ref *peerRef) {
 		// Whatever went to the old connection since the client left is
 		// lost: the agent stops, as for any drop, until this one is up.
 		c.disconnected()
-		c.s.wg.Go(func() { old.Close() })
+		c.s.spawn(func() { old.Close() })
 	}
-	c.s.wg.Go(func() {
+	c.s.spawn(func() {
 		select {
 		case <-peer.Done():
 			if c.peer.CompareAndSwap(peer, nil) {
@@ -221,11 +221,11 @@ func (c *call) connected() {
 	c.mu.Unlock()
 	switch {
 	case first:
-		c.s.wg.Go(c.run)
-		c.s.wg.Go(c.runCheckpoints)
+		c.s.spawn(c.run)
+		c.s.spawn(c.runCheckpoints)
 		if c.resumed != nil {
 			// Taken over: the agent speaks first, from where it was.
-			c.s.wg.Go(func() {
+			c.s.spawn(func() {
 				ctx, cancel := context.WithTimeout(c.ctx, callTimeout)
 				defer cancel()
 				_ = c.sess.GenerateReply(ctx, resumeInstructions)
@@ -334,7 +334,7 @@ func (c *call) onMessage(ref *peerRef, b []byte) {
 	}
 	switch m.Type {
 	case "hello":
-		ref.hello.Do(func() { c.s.wg.Go(func() { c.forward(p, m.After) }) })
+		ref.hello.Do(func() { c.s.spawn(func() { c.forward(p, m.After) }) })
 	case "text":
 		// A message on the data channel means the connection is up, even
 		// if the peer's own report of it is still on its way: the text

@@ -234,6 +234,23 @@ func (s *Server) Close() error {
 	return nil
 }
 
+// spawn runs fn on a goroutine Close waits for or, once the server has
+// closed, right here. Peers call back on their own goroutines, even after
+// Close, and a WaitGroup must not grow while it is being waited on; after
+// Close everything fn waits for is ended or cancelled, so it returns at
+// once.
+func (s *Server) spawn(fn func()) {
+	s.mu.Lock()
+	closed := s.closed
+	if !closed {
+		s.wg.Go(fn)
+	}
+	s.mu.Unlock()
+	if closed {
+		fn()
+	}
+}
+
 // MissedFrames returns how many output frame periods went without a frame,
 // over every session this server has run: 0 unless the machine is
 // overloaded.
