@@ -61,6 +61,7 @@ const (
 	CheckpointFailed Kind = "checkpoint_failed" // a checkpoint could not be written; the call goes on in memory (Error)
 
 	ProviderError    Kind = "provider_error"    // an LLM, STT or TTS error (Provider, Error)
+	EchoPath         Kind = "echo_path"         // the echo canceller measured the line's echo (State: none or present; Delay, GainDB)
 	ProviderFailover Kind = "provider_failover" // a provider failed and its backup took over (Provider, Error)
 	EventsDropped    Kind = "events_dropped"    // a slow subscriber lost Count events
 )
@@ -87,4 +88,7 @@ type Event struct {
 	// Played is how much of the turn's audio had been played, for playout
 	// events.
 	Played time.Duration `json:"played_ns,omitempty"`
+	// Delay and GainDB are the line's echo path, for echo_path events.
+	Delay  time.Duration `json:"delay_ns,omitempty"`
+	GainDB float64       `json:"gain_db,omitempty"`
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/holdline/holdline/media"
+	"github.com/holdline/holdline/media/aec"
 	"github.com/holdline/holdline/stt"
 	"github.com/holdline/holdline/vad"
 )
@@ -33,6 +35,10 @@ type EchoCanceller interface {
 	Delay() (time.Duration, bool)
 	Close() error
 }
+
+// echoPather is an EchoCanceller that measures the line's echo path
+// (media/aec's Canceller does).
+type echoPather interface{ EchoPath() aec.EchoPath }
 
 // echoJudge is an EchoCanceller that can tell that a frame holds nothing
 // but the echo (media/aec's Canceller can): louder than the canceller's
@@ -118,6 +124,8 @@ type audioInput struct {
 	// writeFailing: the recogniser refused the last frame; reported once
 	// per run of refusals.
 	writeFailing atomic.Bool
+	// path is the echo path last reported (frame path only).
+	path aec.EchoPath
 
 	// mu guards the judge and the recogniser stream: the frame path and
 	// the transcript relay both use them.
@@ -263,6 +271,9 @@ func (a *audioInput) push(ctx context.Context, f media.Frame) error {
 				a.judged.SetEchoTail(d + echoTailMargin)
 				a.mu.Unlock()
 			}
+			if err := a.reportPath(ctx); err != nil {
+				return err
+			}
 		}
 		if err := a.judge(ctx, media.Frame{Samples: a.clean, SampleRate: f.SampleRate}, true); err != nil {
 			return err
@@ -314,6 +325,29 @@ func (a *audioInput) judge(ctx context.Context, f media.Frame, cancelled bool) e
 		}
 	}
 	return a.decide(ctx, in)
+}
+
+// reportPath tells the conductor what the canceller has measured of the
+// line's echo when it learns something new: that there is none, that there
+// is one, or that its delay or gain moved, so an operator can see why a
+// barge-in was or was not taken.
+func (a *audioInput) reportPath(ctx context.Context) error {
+	m, ok := a.aec.(echoPather)
+	if !ok {
+		return nil
+	}
+	p := m.EchoPath()
+	last := a.path
+	moved := p.State != last.State || (p.Delay-last.Delay).Abs() > 10*time.Millisecond || math.Abs(p.GainDB-last.GainDB) > 3
+	if p.State == aec.EchoUnknown || !moved {
+		return nil
+	}
+	a.path = p
+	in := EchoPathMeasured{State: p.State.String()}
+	if p.State == aec.EchoPresent {
+		in.Delay, in.GainDB = p.Delay, math.Round(p.GainDB*10)/10
+	}
+	return a.s.send(ctx, in)
 }
 
 // current reports whether stream is still the recogniser in use.

@@ -283,3 +283,46 @@ func TestEchoFreeCallerInterruptsWithAShortWord(t *testing.T) {
 		})
 	}
 }
+
+// The canceller's finding about the line is an event: on a line that
+// returns the agent's voice, present with its delay and gain; on one that
+// returns nothing, none.
+func TestEchoPathIsReported(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		gain  float64
+		state string
+	}{{"echoing line", 0.5, "present"}, {"clean line", 0, "none"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				line := &echoLine{start: time.Now(), rate: media.Rate16k}
+				h := start(t, setup{responses: []scripted.Response{{TTFB: 200 * time.Millisecond, Text: greeting}},
+					opts: []Option{WithOutput(line, media.Rate16k)}})
+				if err := h.s.GenerateReply(context.Background(), ""); err != nil {
+					t.Fatal(err)
+				}
+				n := media.SamplesFor(media.Rate16k, 20*time.Millisecond)
+				for range 3000 {
+					time.Sleep(20 * time.Millisecond)
+					f := media.Frame{Samples: line.heard(n, 120*time.Millisecond, tc.gain), SampleRate: media.Rate16k}
+					if err := h.s.PushAudio(context.Background(), f); err != nil {
+						t.Fatal(err)
+					}
+					if _, ok := h.find(events.PlayoutDone, nil); ok {
+						break
+					}
+				}
+				e, ok := h.find(events.EchoPath, nil)
+				if !ok {
+					t.Fatalf("no echo_path event:\n%s", h.timeline())
+				}
+				if e.State != tc.state {
+					t.Errorf("echo_path %s; want %s", e.State, tc.state)
+				}
+				if tc.state == "present" && (e.Delay < 100*time.Millisecond || e.Delay > 200*time.Millisecond || e.GainDB < -9 || e.GainDB > -3) {
+					t.Errorf("echo_path delay %v gain %.1f dB; want about 120 ms (plus the frames in flight) and -6 dB", e.Delay, e.GainDB)
+				}
+			})
+		})
+	}
+}

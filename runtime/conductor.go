@@ -215,6 +215,8 @@ func (c *conductor) handle(in Input) {
 		c.resumeOutput(in.Reason)
 	case TranscriptIgnored:
 		c.emit(events.Event{Kind: events.TranscriptIgnored, Epoch: c.epoch, Text: in.Text, Final: in.Final, Reason: in.Reason})
+	case EchoPathMeasured:
+		c.emit(events.Event{Kind: events.EchoPath, Epoch: c.epoch, State: in.State, Delay: in.Delay, GainDB: in.GainDB})
 	case timerFired:
 		c.onTimer(in.id)
 	case ModelText:

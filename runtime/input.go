@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"time"
+
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/tools"
 	"github.com/holdline/holdline/tts"
@@ -46,6 +48,15 @@ type TranscriptIgnored struct {
 	Text   string
 	Final  bool
 	Reason string
+}
+
+// EchoPathMeasured says what the echo canceller found out about the line:
+// State "none" (no echo comes back: nothing the caller says is taken for
+// it) or "present" with the echo's Delay and GainDB.
+type EchoPathMeasured struct {
+	State  string
+	Delay  time.Duration
+	GainDB float64
 }
 
 // UserTranscript is a recognition result for the caller's speech.
@@ -143,6 +154,7 @@ func (ReplyRequest) input()      {}
 func (UserSpeechStarted) input() {}
 func (UserSpeechStopped) input() {}
 func (UserTranscript) input()    {}
+func (EchoPathMeasured) input()  {}
 func (BargeInSuspected) input()  {}
 func (BargeInConfirmed) input()  {}
 func (BargeInResumed) input()    {}

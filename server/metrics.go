@@ -21,6 +21,8 @@ type metrics struct {
 	bargeIns        *prometheus.CounterVec
 	toolOutcomes    *prometheus.CounterVec
 	providerErrors  *prometheus.CounterVec
+	echoPaths       *prometheus.CounterVec
+	echoGain        prometheus.Histogram
 	responseLatency prometheus.Histogram
 	toolDuration    *prometheus.HistogramVec
 	rejected        *prometheus.CounterVec
@@ -53,6 +55,14 @@ func newMetrics() *metrics {
 		providerErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "holdline_provider_errors_total", Help: "Errors of the model, recogniser or voice, by provider role.",
 		}, []string{"provider"}),
+		echoPaths: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "holdline_echo_paths_total", Help: "Lines whose echo the canceller measured, by what it found: none, or present.",
+		}, []string{"state"}),
+		echoGain: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "holdline_echo_gain_db",
+			Help:    "The measured echo's gain relative to what the agent played, in dB, on lines that echo.",
+			Buckets: []float64{-40, -30, -24, -18, -12, -9, -6, -3, 0},
+		}),
 		responseLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "holdline_response_latency_seconds",
 			Help:    "From the end of the caller's turn (end of speech, or typed input) to the agent's first audio on the line.",
@@ -68,7 +78,7 @@ func newMetrics() *metrics {
 		}, []string{"status"}),
 	}
 	m.reg.MustRegister(m.sessionsActive, m.sessionsTotal, m.resumesTotal, m.connectionsLost, m.turnsTotal,
-		m.bargeIns, m.toolOutcomes, m.providerErrors, m.responseLatency, m.toolDuration, m.rejected,
+		m.bargeIns, m.toolOutcomes, m.providerErrors, m.echoPaths, m.echoGain, m.responseLatency, m.toolDuration, m.rejected,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -117,5 +127,10 @@ func (o *observer) observe(e events.Event) {
 		}
 	case events.ProviderError:
 		m.providerErrors.WithLabelValues(e.Provider).Inc()
+	case events.EchoPath:
+		m.echoPaths.WithLabelValues(e.State).Inc()
+		if e.State == "present" {
+			m.echoGain.Observe(e.GainDB)
+		}
 	}
 }

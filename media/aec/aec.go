@@ -160,10 +160,18 @@ type Canceller struct {
 	holdFrames    int
 	convergeNeeds int
 
+	// Echo path evidence, Process side (see path.go): near and far
+	// powers smoothed over far-active frames, how many there were, and
+	// how many are needed before a line can be judged echo-free.
+	pathNear, pathFar     float64
+	pathFrames, pathNeeds int
+
 	// Read from any goroutine.
 	delayEst  atomic.Int64 // accepted estimate in samples, -1 before one
 	farActive atomic.Bool
 	echoOnly  atomic.Bool
+	pathState atomic.Int32  // EchoState
+	pathGain  atomic.Uint64 // float64 bits, dB
 }
 
 // New returns a Canceller for audio at rate (8000 or 16000 Hz). It loads
@@ -230,6 +238,7 @@ func New(rate int, opts ...Option) (*Canceller, error) {
 	c.ref = make([]int16, c.frame)
 	c.holdFrames = int(talkHangover / cfg.frameDur)
 	c.convergeNeeds = int(convergedFor / cfg.frameDur)
+	c.pathNeeds = int((cfg.maxDelay + noEchoAfter) / cfg.frameDur)
 	// Before an estimate is locked, take the shortest delay at which the
 	// reference is already written when Process and Playback run in step
 	// (one frame plus the margin): echo arriving within the tail after
@@ -354,6 +363,9 @@ func (c *Canceller) Process(near, out []int16) error {
 		if d, ok := c.est.estimate(); ok {
 			c.accept(d)
 		}
+		if c.est.locked {
+			c.measureGain(c.est.lockedAt)
+		}
 	}
 	return nil
 }
@@ -445,11 +457,8 @@ func (c *Canceller) judgeTalk(active bool, farPow float64, out []int16) {
 			c.converged = true
 		}
 	}
-	ratio := echoOnlyRatio
-	if c.converged {
-		ratio = convergedEchoRatio
-	}
-	talk := outPow > farPow*ratio
+	c.weighPath(active, nearPow, farPow)
+	talk := outPow > farPow*c.echoOnlyRatioFor()
 	switch {
 	case talk:
 		c.talkHold = c.holdFrames

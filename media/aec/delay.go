@@ -143,6 +143,18 @@ func (e *estimator) farStart() int64 {
 	return e.end() - int64(e.win) + e.a0 - int64(e.maxLag)
 }
 
+// gainAt is the echo's gain, in dB, at delay d in samples: the
+// least-squares fit of the near end to the far end at that lag, over the
+// correlation sums accumulated (the caller's speech, uncorrelated with the
+// far end, averages out of it).
+func (e *estimator) gainAt(d int64) (float64, bool) {
+	s := e.maxLag - int(math.Round(float64(d-e.frac)/float64(e.dec)))
+	if s < 0 || s > e.maxLag || e.accF[s] <= 0 || e.accC[s] == 0 {
+		return 0, false
+	}
+	return 20 * math.Log10(math.Abs(e.accC[s])/e.accF[s]), true
+}
+
 // estimate searches the current window, farW having been filled, and
 // returns a delay in samples once two consecutive searches agree on it.
 func (e *estimator) estimate() (int64, bool) {
