@@ -54,8 +54,11 @@ const (
 	// have no echo: any echo would have arrived by then.
 	noEchoAfter = 300 * time.Millisecond
 	// echoMarginDB is how much louder than the measured echo a frame
-	// must be to be the caller before the filter converges.
-	echoMarginDB = 3.0
+	// must be to be the caller before the filter converges: the gain is
+	// fitted to the direct path, and a room's reflections and speech's
+	// swings from frame to frame put some echo frames above it. The rule
+	// is never stricter than the one for an unmeasured line.
+	echoMarginDB = 6.0
 	// gainFloorDB bounds the level rule on a line whose echo is
 	// measured very weak.
 	gainFloorDB = -40.0
@@ -108,11 +111,11 @@ func (c *Canceller) echoOnlyRatioFor() float64 {
 	case EchoNone:
 		return 0
 	case EchoPresent:
-		g := math.Float64frombits(c.pathGain.Load()) + echoMarginDB
+		g := min(math.Float64frombits(c.pathGain.Load())+echoMarginDB, echoOnlyDB)
 		if c.converged {
 			g = min(g-convergedDB, convergedEchoDB)
 		}
-		return math.Pow(10, min(g, -echoOnlyDB)/10)
+		return math.Pow(10, g/10)
 	}
 	if c.converged {
 		return convergedEchoRatio
