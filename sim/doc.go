@@ -74,6 +74,7 @@
 //	line.echo.learn          1s of the agent's audio before the canceller removes it
 //	line.echo_free           false
 //	user[].noise             a label; the sound lasts 300ms
+//	user[].level_db          0: as loud as the agent on the line
 //	user[].duration          words / 3 per second (a noise: 300ms)
 //	faults[].duration        0: one failure (tts_error only; longer: an outage)
 //	expect.max_stall         100ms
@@ -96,7 +97,12 @@
 // sample, a cough that stops resumes it, the agent's own words in a
 // transcript are echo. A line echo louder than -3 dB scores like speech
 // while the agent's voice comes back, until the canceller has heard `learn`
-// of it. Frames are judged only while something can change; in between,
+// of it. A caller quieter than the agent (level_db) meets the canceller's
+// level rule as media/aec applies it: until 800ms of the agent have played
+// a line echoing 6 dB down is assumed (a caller 3 dB or more below the
+// agent is taken for echo while the agent is audible); then a clean line
+// has no rule, and an echoing one takes for echo only what is within 6 dB
+// of its measured gain (15 dB below the agent once learnt). Frames are judged only while something can change; in between,
 // one frame of silence as long as the gap keeps the arbiter's audio time
 // the call's.
 //

@@ -51,6 +51,7 @@ type input struct {
 
 type sound struct {
 	from, to time.Duration
+	levelDB  float64 // relative to the agent's voice
 }
 
 // minSilence is the detector's hangover for a scenario: the silence that
@@ -83,7 +84,7 @@ func (in *input) schedule() {
 		if u.Inject != "" {
 			continue
 		}
-		s := sound{from: u.At, to: u.At + soundLength(u)}
+		s := sound{from: u.At, to: u.At + soundLength(u), levelDB: u.LevelDB}
 		in.sounds = append(in.sounds, s)
 		in.r.sched.at(s.from, srcUser, in.wake)
 		if u.Spoken() {
@@ -163,11 +164,15 @@ func (in *input) echoFrom(start time.Duration) {
 }
 
 // score is the detector's score of the frame [from, to): the caller's
-// sound if it fills half the frame, else the echo that gets past the
-// canceller, else silence.
+// sound if it fills half the frame and the canceller's level rule does not
+// take it for echo, else the echo that gets past the canceller, else
+// silence.
 func (in *input) score(from, to time.Duration) float32 {
 	for _, s := range in.sounds {
 		if min(s.to, to)-max(s.from, from) >= frameLen/2 {
+			if in.takenForEcho(s.levelDB, from, to) {
+				break
+			}
 			return soundScore
 		}
 	}
@@ -189,6 +194,36 @@ func (in *input) echoCounts() bool {
 		return false
 	}
 	return in.r.edges.player.playedTotal(in.r.sched.now()) < e.Learn
+}
+
+// The echo canceller's level rule as media/aec applies it: while the
+// agent's voice can be in a frame, a frame quieter than it by the rule's
+// margin is taken for echo alone. What the rule is depends on what the
+// canceller has measured of the line: before it knows, a line returning
+// echo 6 dB down is assumed (-3 dB); a line found to have no echo (the
+// agent's first pathEvidence of audio did not come back) has no rule; a
+// line whose echo was measured (its delay locked after pathEvidence) takes
+// the echo's gain plus 6 dB, never more than -3 dB, and 12 dB less (at
+// most -15 dB) once the canceller has learnt the line.
+const pathEvidence = 800 * time.Millisecond
+
+func (in *input) takenForEcho(levelDB float64, from, to time.Duration) bool {
+	if !in.r.edges.player.playingWithin(to, from-in.echoDelay()-farTail, to) {
+		return false
+	}
+	heard := in.r.edges.player.playedTotal(to)
+	e := in.r.sc.Line.Echo
+	switch {
+	case heard < pathEvidence:
+		return levelDB <= -3
+	case e == nil:
+		return false
+	}
+	rule := min(e.GainDB+6, -3)
+	if heard >= e.Learn {
+		rule = min(rule-12, -15)
+	}
+	return levelDB <= rule
 }
 
 func (in *input) echoDelay() time.Duration {

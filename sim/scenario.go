@@ -122,6 +122,11 @@ type UserAction struct {
 	// scores it, the recogniser hears no words. Its value names it.
 	Noise    string        // `noise`
 	Duration time.Duration // `duration`, default 0 (from the words; 300ms for a noise); not for inject
+	// LevelDB is the sound's level relative to the agent's voice as the
+	// line carries both, in dB; `level_db`, default 0, from -30 to 20, not
+	// for inject. A caller quieter than the agent can be taken for its
+	// echo where the echo canceller's level rule applies.
+	LevelDB float64
 }
 
 // Spoken reports whether the action is speech: say or backchannel.
@@ -394,7 +399,7 @@ func (p *scnParser) modelResponse(n *yaml.Node, path string) ModelResponse {
 }
 
 func (p *scnParser) userAction(n *yaml.Node, path string) UserAction {
-	m := p.mapping(n, path, "at", "say", "inject", "backchannel", "noise", "duration")
+	m := p.mapping(n, path, "at", "say", "inject", "backchannel", "noise", "duration", "level_db")
 	m.require("at")
 	u := UserAction{
 		At:          m.dur("at", 0, false),
@@ -403,6 +408,7 @@ func (p *scnParser) userAction(n *yaml.Node, path string) UserAction {
 		Backchannel: m.str("backchannel", ""),
 		Noise:       m.str("noise", ""),
 		Duration:    m.dur("duration", 0, false),
+		LevelDB:     m.number("level_db", 0, -30, 20),
 	}
 	var set []string // which of the four are present, in struct order
 	for _, f := range []struct{ key, text string }{{"say", u.Say}, {"inject", u.Inject}, {"backchannel", u.Backchannel}, {"noise", u.Noise}} {
@@ -420,8 +426,10 @@ func (p *scnParser) userAction(n *yaml.Node, path string) UserAction {
 	if len(set) == 0 && m.ok {
 		p.errf(n.Line, path, "want exactly one of say, inject, backchannel, noise")
 	}
-	if v, key := m.get("duration"); v != nil && u.Inject != "" {
-		p.errf(v.Line, key, "only allowed with say, backchannel or noise: an inject is text, not sound")
+	for _, k := range []string{"duration", "level_db"} {
+		if v, key := m.get(k); v != nil && u.Inject != "" {
+			p.errf(v.Line, key, "only allowed with say, backchannel or noise: an inject is text, not sound")
+		}
 	}
 	return u
 }
