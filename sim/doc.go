@@ -101,8 +101,9 @@
 // level rule as media/aec applies it: until 800ms of the agent have played
 // a line echoing 6 dB down is assumed (a caller 3 dB or more below the
 // agent is taken for echo while the agent is audible); then a clean line
-// has no rule, and an echoing one takes for echo only what is within 6 dB
-// of its measured gain (15 dB below the agent once learnt). Frames are judged only while something can change; in between,
+// has no rule, and an echoing one takes for echo only what is within 9 dB
+// of its measured gain, at most 3 dB below the agent (15 dB below it once
+// learnt). Frames are judged only while something can change; in between,
 // one frame of silence as long as the gap keeps the arbiter's audio time
 // the call's.
 //

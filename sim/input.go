@@ -203,7 +203,7 @@ func (in *input) echoCounts() bool {
 // echo 6 dB down is assumed (-3 dB); a line found to have no echo (the
 // agent's first pathEvidence of audio did not come back) has no rule; a
 // line whose echo was measured (its delay locked after pathEvidence) takes
-// the echo's gain plus 6 dB, never more than -3 dB, and 12 dB less (at
+// the echo's gain plus 9 dB, never more than -3 dB, and 12 dB less (at
 // most -15 dB) once the canceller has learnt the line.
 const pathEvidence = 800 * time.Millisecond
 
@@ -219,7 +219,7 @@ func (in *input) takenForEcho(levelDB float64, from, to time.Duration) bool {
 	case e == nil:
 		return false
 	}
-	rule := min(e.GainDB+6, -3)
+	rule := min(e.GainDB+9, -3)
 	if heard >= e.Learn {
 		rule = min(rule-12, -15)
 	}
