@@ -86,8 +86,12 @@ type OutputPauser interface {
 // Barge-in bounds.
 const (
 	// maxPause bounds a pause for a suspected barge-in: without a verdict
-	// by then (the caller's audio stopped coming) the output resumes.
-	maxPause = 3 * time.Second
+	// by then (the caller's audio stopped coming) the output resumes. A
+	// suspicion that says when its verdict is due is bounded by that plus
+	// verdictGrace instead, so a cough on a line that then goes quiet
+	// costs about a second of silence, not three.
+	maxPause     = 3 * time.Second
+	verdictGrace = 200 * time.Millisecond
 	// echoMemory is how long played words count as possible echo.
 	echoMemory = 5 * time.Second
 )
@@ -208,7 +212,7 @@ func (c *conductor) handle(in Input) {
 	case UserTranscript:
 		c.onTranscript(in)
 	case BargeInSuspected:
-		c.onSuspected(in.Reason)
+		c.onSuspected(in)
 	case BargeInConfirmed:
 		c.onBargeIn(in.Reason)
 	case BargeInResumed:
@@ -314,18 +318,22 @@ func (c *conductor) onSpeechStarted() {
 
 // onSuspected pauses the output while the arbiter listens: the agent's echo
 // stops with it, a caller does not.
-func (c *conductor) onSuspected(reason string) {
+func (c *conductor) onSuspected(in BargeInSuspected) {
 	p, ok := c.edges.(OutputPauser)
 	if !ok || c.paused || !c.speaking() {
 		return
 	}
 	p.PauseOutput()
 	c.paused = true
-	c.emit(events.Event{Kind: events.BargeInSuspected, Epoch: c.epoch, Reason: reason})
+	c.emit(events.Event{Kind: events.BargeInSuspected, Epoch: c.epoch, Reason: in.Reason})
 	c.timerID++
 	id := c.timerID
 	c.pauseID = id
-	c.pauseTimer = c.clock.AfterFunc(maxPause, func() { c.post(timerFired{id: id}) })
+	limit := maxPause
+	if in.Verdict > 0 {
+		limit = min(in.Verdict+verdictGrace, maxPause)
+	}
+	c.pauseTimer = c.clock.AfterFunc(limit, func() { c.post(timerFired{id: id}) })
 }
 
 // onBargeIn: the arbiter confirmed the caller is talking over the agent.

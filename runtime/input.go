@@ -31,8 +31,14 @@ type UserSpeechStarted struct{}
 type UserSpeechStopped struct{}
 
 // BargeInSuspected says the caller may be talking over the agent: the
-// output pauses while the arbiter listens.
-type BargeInSuspected struct{ Reason string }
+// output pauses while the arbiter listens. Verdict, when set, is how long
+// the arbiter can take to confirm or resume while the caller's audio comes;
+// the pause ends a little after it even if no audio comes (a line that
+// goes quiet after a cough), and after 3 s when it is not set.
+type BargeInSuspected struct {
+	Reason  string
+	Verdict time.Duration
+}
 
 // BargeInConfirmed says the caller is talking over the agent: the agent's
 // turn stops and the caller's speech has started.

@@ -90,7 +90,7 @@ func decisionInput(d vad.Decision) Input {
 	case vad.SpeechStop:
 		return UserSpeechStopped{}
 	case vad.Suspect:
-		return BargeInSuspected{Reason: d.Reason}
+		return BargeInSuspected{Reason: d.Reason, Verdict: d.Within}
 	case vad.Confirm:
 		return BargeInConfirmed{Reason: d.Reason}
 	case vad.Resume:

@@ -86,6 +86,10 @@ type Decision struct {
 	// Onset is when, in audio time, the speech the decision is about
 	// began.
 	Onset time.Duration
+	// Within, for a Suspect, is the most audio time the verdict can
+	// take: a confirmation or a resume comes by then, at the first quiet
+	// frame (ResumeAfter as it stands).
+	Within time.Duration
 }
 
 // Reasons given with decisions.
@@ -341,7 +345,7 @@ func (a *Arbiter) Frame(prob float32, d time.Duration, agent Agent) Decision {
 	if a.runAudible {
 		a.tail = a.cfg.EchoTail
 	}
-	return Decision{Action: Suspect, Reason: ReasonOverAgent, Onset: a.runStart}
+	return Decision{Action: Suspect, Reason: ReasonOverAgent, Onset: a.runStart, Within: a.cfg.ResumeAfter}
 }
 
 // listen runs while a suspicion is pending and the output is paused.

@@ -69,7 +69,7 @@ func TestArbiterConfirmsSpeechThatOutlivesTheEcho(t *testing.T) {
 	feed(a, 0.1, time.Second, true)
 	got := feed(a, 0.9, 3*time.Second, true)
 	want := []made{
-		{time.Second + DefaultSpeakingMinSpeech, Decision{Action: Suspect, Reason: ReasonOverAgent, Onset: time.Second}},
+		{time.Second + DefaultSpeakingMinSpeech, Decision{Action: Suspect, Reason: ReasonOverAgent, Onset: time.Second, Within: DefaultResumeAfter}},
 		{time.Second + DefaultSpeakingMinSpeech + DefaultEchoTail + DefaultConfirmSpeech, Decision{Action: Confirm, Reason: ReasonSpeechContinued, Onset: time.Second}},
 	}
 	if !slices.Equal(got, want) {
@@ -257,7 +257,7 @@ func TestArbiterSpeechInAPauseOfTheAgentsTurnInterrupts(t *testing.T) {
 	// plain activation threshold counts, and no echo tail is waited out.
 	got := feedAgent(a, 0.6, 2*time.Second, AgentTurn)
 	want := []made{
-		{time.Second + DefaultSpeakingMinSpeech, Decision{Action: Suspect, Reason: ReasonOverAgent, Onset: time.Second}},
+		{time.Second + DefaultSpeakingMinSpeech, Decision{Action: Suspect, Reason: ReasonOverAgent, Onset: time.Second, Within: DefaultResumeAfter}},
 		{time.Second + DefaultSpeakingMinSpeech + DefaultConfirmSpeech, Decision{Action: Confirm, Reason: ReasonSpeechContinued, Onset: time.Second}},
 	}
 	if !slices.Equal(got, want) {
