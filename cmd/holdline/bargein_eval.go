@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -148,6 +149,9 @@ func bargeinEvalCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	fmt.Fprintf(stdout, "%d clips at %d Hz (%d echo-only, %d barge-ins, %d backchannels), %s, %v\n\n",
 		len(scenes), results[0].Rate, results[0].EchoClips, results[0].BargeIns, results[0].Backchannels, source, time.Since(start).Round(time.Second))
+	if n := results[0].NoEchoEchoClips; n > 0 {
+		fmt.Fprintf(stdout, "(%d echo-only clips are on lines without echo: noise alone; the false and echo pause columns leave them out)\n\n", n)
+	}
 	return printTable(stdout, scenes, results)
 }
 
@@ -169,7 +173,89 @@ func printTable(w io.Writer, scenes []eval.Scene, results []eval.Result) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.VAD, r.Mode,
 			share(r.FalseBargeInRate, lowEcho), share(r.FalseBargeInByGain["-3"], echo3), share(r.MissRate, r.BargeIns > 0),
 			millis(r.DetectP50, detected), millis(r.DetectP95, detected),
-			share(r.BackchannelRate, r.Backchannels > 0), share(r.PauseRate, r.EchoClips > 0))
+			share(r.BackchannelRate, r.Backchannels > 0), share(r.PauseRate, r.EchoClips > r.NoEchoEchoClips))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return printConditions(w, results)
+}
+
+// printConditions prints the second table: the barge-in figures by line
+// (echoing or not) and caller level, the echo-only clips of lines without
+// echo, and the backchannel interruption rate by voice. It prints nothing
+// if the corpus has none of these conditions.
+func printConditions(w io.Writer, results []eval.Result) error {
+	type col struct {
+		line  string
+		level float64
+	}
+	var cols []col
+	seen := map[col]bool{}
+	voiceSet := map[string]bool{}
+	noEcho := false
+	for _, r := range results {
+		for _, s := range r.BargeInsBy {
+			if c := (col{s.Line, s.CallerLevelDB}); !seen[c] {
+				seen[c] = true
+				cols = append(cols, c)
+			}
+		}
+		for v := range r.BackchannelRateByVoice {
+			voiceSet[v] = true
+		}
+		noEcho = noEcho || r.NoEchoEchoClips > 0
+	}
+	if len(cols) <= 1 && len(voiceSet) <= 1 && !noEcho {
+		return nil
+	}
+	voices := make([]string, 0, len(voiceSet))
+	for v := range voiceSet {
+		voices = append(voices, v)
+	}
+	sort.Strings(voices)
+	lineName := map[string]string{eval.LineEcho: "echo", eval.LineNoEcho: "no echo"}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "vad\tmode\t"
+	for _, c := range cols {
+		head += fmt.Sprintf("miss %s %gdB\tp50/p95\t", lineName[c.line], c.level)
+	}
+	if noEcho {
+		head += "false no echo\tpauses no echo\t"
+	}
+	for _, v := range voices {
+		head += "bc " + v + "\t"
+	}
+	fmt.Fprintln(tw, head)
+	for _, r := range results {
+		row := r.VAD + "\t" + string(r.Mode) + "\t"
+		for _, c := range cols {
+			var s *eval.BargeInSlice
+			for i := range r.BargeInsBy {
+				if b := &r.BargeInsBy[i]; b.Line == c.line && b.CallerLevelDB == c.level {
+					s = b
+				}
+			}
+			if s == nil {
+				row += "–\t–\t"
+				continue
+			}
+			detected := s.Clips > 0 && s.MissRate < 1
+			lat := "–"
+			if detected {
+				lat = fmt.Sprintf("%.0f/%.0f ms", s.DetectP50, s.DetectP95)
+			}
+			row += share(s.MissRate, s.Clips > 0) + "\t" + lat + "\t"
+		}
+		if noEcho {
+			row += share(r.NoEchoFalseBargeInRate, r.NoEchoEchoClips > 0) + "\t" + share(r.NoEchoPauseRate, r.NoEchoEchoClips > 0) + "\t"
+		}
+		for _, v := range voices {
+			x, ok := r.BackchannelRateByVoice[v]
+			row += share(x, ok) + "\t"
+		}
+		fmt.Fprintln(tw, row)
 	}
 	return tw.Flush()
 }
@@ -206,6 +292,7 @@ func scenesOf(clips []corpus.Clip) []eval.Scene {
 			EchoDelay: int(c.Delay * time.Duration(c.Rate) / time.Second), EchoTaps: c.EchoTaps,
 			User: user, Noise: c.Background,
 			UserOnset: c.UserOnset, GainDB: c.GainDB,
+			NoEcho: c.NoEcho, UserLevelDB: c.UserLevelDB, Voice: c.Voice,
 			Before: earlierTurn(clips, i),
 		}
 	}

@@ -20,6 +20,7 @@ func recordingsOf(clips []corpus.Clip, scenes []eval.Scene) []corpus.Recording {
 			Mic: c.Near, Reference: c.Far,
 			UserOnset: c.UserOnset, GainDB: c.GainDB,
 			AgentText: c.AgentText, UserText: c.UserText,
+			UserLevelDB: c.UserLevelDB, UserVoice: c.Voice,
 		}
 		if sc := scenes[i]; len(sc.Before) > 0 {
 			out[i].EarlierReference, out[i].EarlierMic = sc.Before, sc.HeardBefore()
@@ -38,6 +39,8 @@ func scenesOfRecordings(recs []corpus.Recording) []eval.Scene {
 			Agent: r.Reference, AgentText: r.AgentText,
 			Mic:       r.Mic,
 			UserOnset: r.UserOnset, GainDB: r.GainDB,
+			NoEcho:      r.GainDB <= corpus.NoEchoGainDB,
+			UserLevelDB: r.UserLevelDB, Voice: r.UserVoice,
 			Before: r.EarlierReference, BeforeMic: r.EarlierMic,
 		}
 	}

@@ -57,7 +57,7 @@ func TestBargeInEvalCorpusReadsBackExport(t *testing.T) {
 	if err != nil {
 		t.Fatalf("--export: %v\n%s", err, stdout.String())
 	}
-	if !strings.Contains(stdout.String(), "wrote 66 clips") {
+	if !strings.Contains(stdout.String(), "wrote 68 clips") {
 		t.Errorf("--export printed %q, want the count of clips written", stdout.String())
 	}
 
@@ -73,8 +73,8 @@ func TestBargeInEvalCorpusReadsBackExport(t *testing.T) {
 	byMode := map[eval.Mode]eval.Result{}
 	for _, r := range reloaded {
 		byMode[r.Mode] = r
-		if r.Rate != 8000 || r.Clips != 66 || r.EchoClips != 32 || r.BargeIns != 24 || r.Backchannels != 10 {
-			t.Errorf("%s: %d clips at %d Hz (%d echo, %d barge-ins, %d backchannels), want the small corpus's 66 at 8000",
+		if r.Rate != 8000 || r.Clips != 68 || r.EchoClips != 34 || r.BargeIns != 24 || r.Backchannels != 10 {
+			t.Errorf("%s: %d clips at %d Hz (%d echo, %d barge-ins, %d backchannels), want the small corpus's 68 at 8000",
 				r.Mode, r.Clips, r.Rate, r.EchoClips, r.BargeIns, r.Backchannels)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -63,6 +64,16 @@ type Clip struct {
 	GainDB float64
 	// Noise says whether background noise was added to Near.
 	Noise bool
+	// NoEcho says the line returns no echo at all (a digital trunk): Near
+	// holds no echo of Far, Delay is 0, GainDB is NoEchoGainDB and
+	// EchoTaps is nil. An echo-only clip on such a line is noise alone.
+	NoEcho bool
+	// UserLevelDB is the caller's speech level relative to the agent's,
+	// in dB: 0 (the same level) or -6. 0 in Echo clips.
+	UserLevelDB float64
+	// Voice names the espeak-ng voice of the caller ("" in Echo clips):
+	// barge-ins are all in one voice, backchannels in several.
+	Voice string
 
 	// The parts of Near, for simulations in which the output may pause
 	// (and its echo with it): Near is the echo of Far (Far delayed by
@@ -100,9 +111,20 @@ type Options struct {
 const (
 	defaultRate          = 16000
 	defaultEchoSentences = 4
-	defaultBargeIns      = 96
-	defaultBackchannels  = 40
+	defaultBargeIns      = 144
+	defaultBackchannels  = 48
 )
+
+// NoEchoGainDB is the GainDB of clips on a line without echo: far below
+// anything a line returns, and a finite number so that manifests can hold
+// it (--export writes it as gain_db).
+const NoEchoGainDB = -120
+
+// The line conditions of barge-in and backchannel clips: a third are on a
+// line without echo (a digital trunk), the rest on echoing lines, drawn
+// from the delay×gain conditions. Half the callers of each speak at the
+// agent's level and half 6 dB quieter (userLevels).
+var userLevels = []float64{0, -6}
 
 // The echo conditions: every echo-only combination is generated, and
 // barge-in and backchannel clips draw from the same sets.
@@ -175,6 +197,7 @@ type plan struct {
 	Clip
 	agent utterance
 	user  *utterance // nil for Echo
+	voice voice      // the user's voice
 	// seed and stream select the clip's own random stream (room response,
 	// user onset, noise, dither): Options.Seed and a hash of the name.
 	seed   int64
@@ -219,7 +242,7 @@ func Generate(ctx context.Context, o Options) ([]Clip, error) {
 	for _, p := range plans {
 		add(agentVoice, p.agent)
 		if p.user != nil {
-			add(userVoice, *p.user)
+			add(p.voice, *p.user)
 		}
 	}
 	audio := make(map[string]*speech, len(keys))
@@ -248,7 +271,7 @@ func Generate(ctx context.Context, o Options) ([]Clip, error) {
 		p := plans[i]
 		var user *speech
 		if p.user != nil {
-			user = audio[userVoice.name+"\x00"+p.user.speak]
+			user = audio[p.voice.name+"\x00"+p.user.speak]
 		}
 		clips[i] = build(p, audio[agentVoice.name+"\x00"+p.agent.speak], user)
 		return nil
@@ -305,6 +328,15 @@ func makePlans(o Options) []plan {
 	// Each delay×gain condition takes the next EchoSentences agent lines
 	// in rotation, the same ones with and without noise, so that the two
 	// can be compared clip for clip.
+	// A line without echo is one more condition, with noise only (without
+	// it the clip is dither alone), twice the sentences.
+	for s := range 2 * o.EchoSentences {
+		name := fmt.Sprintf("echo/noecho/noise/s%d", s)
+		plans = append(plans, plan{
+			Clip:  Clip{Name: name, Kind: Echo, Rate: o.Rate, GainDB: NoEchoGainDB, NoEcho: true, Noise: true, UserOnset: -1, UserEnd: -1},
+			agent: plain(agentLines[s%len(agentLines)]),
+		})
+	}
 	cond := 0
 	for _, d := range echoDelays {
 		for _, g := range echoGains {
@@ -321,25 +353,47 @@ func makePlans(o Options) []plan {
 		}
 	}
 
-	overlap := func(kind Kind, n int, users []utterance) {
+	overlap := func(kind Kind, n int, users []utterance, voices []voice) {
 		r := subRand(o.Seed, string(kind)+"/plan")
-		// Balanced where it matters: every user utterance and every
+		// Balanced where it matters: every user utterance, voice and
 		// delay×gain condition as often as the count allows, in a seeded
-		// order; noise on exactly half of the clips.
+		// order; a third of the clips on a line without echo; in each
+		// line condition half the callers 6 dB quieter, alternating so
+		// that every delay×gain condition has both levels; noise on
+		// exactly half of the clips.
 		userOrder := r.Perm(len(users))
 		condOrder := r.Perm(len(echoDelays) * len(echoGains))
+		lineOrder := r.Perm(n)
 		noiseOrder := r.Perm(n)
+		var noEchoes, echoes int
 		for j := range n {
 			u := users[userOrder[j%len(users)]]
-			c := condOrder[j%len(condOrder)]
-			d, g := echoDelays[c/len(echoGains)], echoGains[c%len(echoGains)]
+			v := voices[j%len(voices)]
 			a := r.IntN(len(agentLines))
 			noisy := noiseOrder[j] < n/2
-			name := fmt.Sprintf("%s/%03d/a%d/d%d/g%s/%s", kind, j, a, d.Milliseconds(), fmtDB(g), noiseName(noisy))
+			c := Clip{Kind: kind, Rate: o.Rate, Noise: noisy, UserText: u.text, Voice: v.name}
+			var line string
+			if lineOrder[j] < n/3 {
+				c.NoEcho, c.GainDB = true, NoEchoGainDB
+				c.UserLevelDB = userLevels[noEchoes%len(userLevels)]
+				noEchoes++
+				line = "noecho"
+			} else {
+				k := condOrder[echoes%len(condOrder)]
+				c.Delay, c.GainDB = echoDelays[k/len(echoGains)], echoGains[k%len(echoGains)]
+				c.UserLevelDB = userLevels[(echoes+echoes/len(condOrder))%len(userLevels)]
+				echoes++
+				line = fmt.Sprintf("d%d/g%s", c.Delay.Milliseconds(), fmtDB(c.GainDB))
+			}
+			c.Name = fmt.Sprintf("%s/%03d/a%d/%s/%s/u%s", kind, j, a, line, noiseName(noisy), fmtDB(c.UserLevelDB))
+			if len(voices) > 1 {
+				c.Name += "/" + v.name
+			}
 			plans = append(plans, plan{
-				Clip:  Clip{Name: name, Kind: kind, Rate: o.Rate, Delay: d, GainDB: g, Noise: noisy, UserText: u.text},
+				Clip:  c,
 				agent: plain(agentLines[a]),
 				user:  &u,
+				voice: v,
 			})
 		}
 	}
@@ -347,8 +401,8 @@ func makePlans(o Options) []plan {
 	for j, l := range userLines {
 		users[j] = plain(l)
 	}
-	overlap(BargeIn, o.BargeIns, users)
-	overlap(Backchannel, o.Backchannels, backchannels)
+	overlap(BargeIn, o.BargeIns, users, []voice{userVoice})
+	overlap(Backchannel, o.Backchannels, backchannels, backchannelVoices)
 
 	for j := range plans {
 		p := &plans[j]
@@ -408,6 +462,17 @@ func build(p plan, agent, user *speech) Clip {
 	agentOff := lead + agent.off - agent.on
 	n := agentOff + tail
 
+	// A caller quieter than the agent: the speech scaled, its onset and
+	// end measured anew (a quieter utterance crosses the onset threshold
+	// later and stops crossing it sooner).
+	if user != nil && c.UserLevelDB != 0 {
+		x := make([]float64, len(user.x))
+		copy(x, user.x)
+		scale(x, math.Pow(10, c.UserLevelDB/20))
+		on, off, _ := span(x, onsetThreshold)
+		user = &speech{x: x, on: on, off: off}
+	}
+
 	// The user's speech starts somewhere between 0.4 s into the agent's
 	// and 0.5 s before its end.
 	userStart := 0
@@ -427,8 +492,11 @@ func build(p plan, agent, user *speech) Clip {
 	}
 
 	room := roomResponse(r, rate)
-	near := echoOf(c.Far, room, samples(rate, c.Delay), c.GainDB, n)
-	c.EchoTaps = echoTaps(c.Far, room, c.GainDB)
+	near := make([]float64, n)
+	if !c.NoEcho {
+		near = echoOf(c.Far, room, samples(rate, c.Delay), c.GainDB, n)
+		c.EchoTaps = echoTaps(c.Far, room, c.GainDB)
+	}
 	other := make([]float64, n) // everything but the echo
 	if user != nil {
 		u := make([]float64, n)

@@ -47,7 +47,11 @@ func TestGenerateCounts(t *testing.T) {
 				if len(c.Far) != len(c.Near) || len(c.Far) == 0 {
 					t.Errorf("%s: len(Far) %d, len(Near) %d", c.Name, len(c.Far), len(c.Near))
 				}
-				if !slices.Contains(echoDelays, c.Delay) || !slices.Contains(echoGains, c.GainDB) {
+				if c.NoEcho {
+					if c.Delay != 0 || c.GainDB != NoEchoGainDB || c.EchoTaps != nil {
+						t.Errorf("%s: no echo, yet delay %v gain %v taps %d", c.Name, c.Delay, c.GainDB, len(c.EchoTaps))
+					}
+				} else if !slices.Contains(echoDelays, c.Delay) || !slices.Contains(echoGains, c.GainDB) {
 					t.Errorf("%s: delay %v gain %v outside the sets", c.Name, c.Delay, c.GainDB)
 				}
 				if !slices.Contains(agentLines, c.AgentText) {
@@ -67,7 +71,11 @@ func TestGenerateCounts(t *testing.T) {
 
 				switch c.Kind {
 				case Echo:
-					echoConds[fmt.Sprint(c.Delay, c.GainDB, c.Noise)]++
+					if !c.NoEcho {
+						echoConds[fmt.Sprint(c.Delay, c.GainDB, c.Noise)]++
+					} else if !c.Noise {
+						t.Errorf("%s: echo-only clip without echo or noise", c.Name)
+					}
 					if c.UserText != "" || c.UserOnset != -1 || c.UserEnd != -1 {
 						t.Errorf("%s: echo clip with user speech %q %v %v", c.Name, c.UserText, c.UserOnset, c.UserEnd)
 					}
@@ -82,7 +90,7 @@ func TestGenerateCounts(t *testing.T) {
 					d := c.UserEnd - c.UserOnset
 					lo, hi := 1400*time.Millisecond, 2600*time.Millisecond
 					if c.Kind == Backchannel {
-						lo, hi = 200*time.Millisecond, 600*time.Millisecond
+						lo, hi = 400*time.Millisecond, 800*time.Millisecond
 					}
 					if d < lo || d > hi {
 						t.Errorf("%s: user speech %q lasts %v, want %v-%v", c.Name, c.UserText, d, lo, hi)
@@ -91,13 +99,16 @@ func TestGenerateCounts(t *testing.T) {
 					t.Errorf("%s: kind %q", c.Name, c.Kind)
 				}
 			}
-			want := map[Kind]int{Echo: 4 * 4 * 2 * o.EchoSentences, BargeIn: o.BargeIns, Backchannel: o.Backchannels}
+			// Echo: every delay×gain condition with and without noise,
+			// plus twice the sentences on a line without echo, noisy.
+			want := map[Kind]int{Echo: 4*4*2*o.EchoSentences + 2*o.EchoSentences, BargeIn: o.BargeIns, Backchannel: o.Backchannels}
+			wantNoisy := map[Kind]int{Echo: 4*4*o.EchoSentences + 2*o.EchoSentences, BargeIn: o.BargeIns / 2, Backchannel: o.Backchannels / 2}
 			for k, n := range want {
 				if count[k] != n {
 					t.Errorf("%d %s clips, want %d", count[k], k, n)
 				}
-				if noisy[k] != n/2 {
-					t.Errorf("%d of %d %s clips noisy, want %d", noisy[k], n, k, n/2)
+				if noisy[k] != wantNoisy[k] {
+					t.Errorf("%d of %d %s clips noisy, want %d", noisy[k], n, k, wantNoisy[k])
 				}
 			}
 			if len(echoConds) != 32 {
@@ -117,25 +128,44 @@ func TestGenerateDefaultsCount(t *testing.T) {
 	for _, p := range plans {
 		count[p.Kind]++
 	}
-	if count[Echo] != 128 || count[BargeIn] != 96 || count[Backchannel] != 40 || o.Rate != 16000 {
-		t.Errorf("default corpus: %v at %d Hz, want 128 echo, 96 barge_in, 40 backchannel at 16000 Hz", count, o.Rate)
+	if count[Echo] != 136 || count[BargeIn] != 144 || count[Backchannel] != 48 || o.Rate != 16000 {
+		t.Errorf("default corpus: %v at %d Hz, want 136 echo, 144 barge_in, 48 backchannel at 16000 Hz", count, o.Rate)
 	}
-	// Balanced: each user line 8 times, each delay×gain condition 6 times.
-	users, conds := map[string]int{}, map[string]int{}
+	// Balanced: each user line 12 times; 48 barge-ins on lines without
+	// echo, 24 at each caller level; each delay×gain condition 6 times,
+	// 3 at each caller level.
+	users, conds, levels := map[string]int{}, map[string]int{}, map[string]int{}
 	for _, p := range plans {
 		if p.Kind == BargeIn {
 			users[p.UserText]++
+			if p.NoEcho {
+				levels[fmt.Sprint("no echo ", p.UserLevelDB)]++
+				continue
+			}
 			conds[fmt.Sprint(p.Delay, p.GainDB)]++
+			levels[fmt.Sprint(p.Delay, p.GainDB, p.UserLevelDB)]++
 		}
 	}
 	for u, n := range users {
-		if n != 8 {
-			t.Errorf("user line %q in %d barge-ins, want 8", u, n)
+		if n != 12 {
+			t.Errorf("user line %q in %d barge-ins, want 12", u, n)
 		}
+	}
+	if len(conds) != 16 {
+		t.Errorf("%d delay×gain conditions in barge-ins, want 16", len(conds))
 	}
 	for c, n := range conds {
 		if n != 6 {
 			t.Errorf("condition %s in %d barge-ins, want 6", c, n)
+		}
+	}
+	for c, n := range levels {
+		want := 3
+		if strings.HasPrefix(c, "no echo") {
+			want = 24
+		}
+		if n != want {
+			t.Errorf("condition and caller level %s in %d barge-ins, want %d", c, n, want)
 		}
 	}
 }
@@ -208,7 +238,7 @@ func TestEchoClips(t *testing.T) {
 		t.Run(fmt.Sprint(rate), func(t *testing.T) {
 			t.Parallel()
 			for _, c := range corpusFor(t, smallOptions(rate)) {
-				if c.Kind != Echo {
+				if c.Kind != Echo || c.NoEcho { // no echo: TestLinesLevelsVoices
 					continue
 				}
 				far, near := toFloat(c.Far), toFloat(c.Near)
@@ -273,6 +303,13 @@ func TestOverlapClips(t *testing.T) {
 				far, near := toFloat(c.Far), toFloat(c.Near)
 				onset := samples(rate, c.UserOnset)
 				w := samples(rate, 300*time.Millisecond)
+				if c.NoEcho {
+					// Nothing but noise and dither before the onset.
+					if rise := db(power(near[onset:onset+w]) / power(near[onset-w:onset])); rise < 15 {
+						t.Errorf("%s: Near rises by %.1f dB at UserOnset, want >= 15", c.Name, rise)
+					}
+					continue
+				}
 				// Fit the echo path over lags Delay-2ms..Delay+38ms on
 				// everything before the user speaks.
 				lo := samples(rate, c.Delay-2*time.Millisecond)

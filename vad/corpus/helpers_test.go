@@ -49,7 +49,8 @@ func needTools(t *testing.T, synth, pocketsphinx bool) {
 }
 
 // smallOptions is a corpus small enough for tests under -race: one sentence
-// per echo condition (32 echo clips), 8 barge-ins, 5 backchannels.
+// per echo condition (32 echo clips, and 2 on a line without echo), 8
+// barge-ins (2 on a line without echo), 5 backchannels.
 func smallOptions(rate int) Options {
 	return Options{Rate: rate, Seed: 7, CacheDir: testCache, EchoSentences: 1, BargeIns: 8, Backchannels: 5}
 }

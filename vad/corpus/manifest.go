@@ -57,6 +57,12 @@ type Recording struct {
 	// known: the transcript check listens for these words, and rules out
 	// the agent's own.
 	AgentText, UserText string
+	// UserLevelDB and UserVoice label the caller, if known: the level
+	// relative to the agent's in dB and the voice, as the synthesised
+	// corpus sets them (Clip.UserLevelDB, Clip.Voice), for the report's
+	// breakdowns.
+	UserLevelDB float64
+	UserVoice   string
 	// EarlierMic and EarlierReference are, if known, an earlier stretch
 	// of the same call with the agent speaking and the caller silent: the
 	// echo canceller hears it before the clip, as it had heard the call
@@ -81,7 +87,11 @@ type entry struct {
 	GainDB     *float64 `json:"gain_db,omitempty"`
 	AgentText  string   `json:"agent_text,omitempty"`
 	CallerText string   `json:"caller_text,omitempty"`
-	Earlier    *earlier `json:"earlier,omitempty"`
+	// CallerLevelDB and CallerVoice are optional labels (Recording's
+	// UserLevelDB and UserVoice).
+	CallerLevelDB *float64 `json:"caller_level_db,omitempty"`
+	CallerVoice   string   `json:"caller_voice,omitempty"`
+	Earlier       *earlier `json:"earlier,omitempty"`
 }
 
 type earlier struct {
@@ -155,7 +165,10 @@ func Load(dir string) ([]Recording, error) {
 
 // load reads one clip's recordings and checks its fields.
 func (e entry) load(dir, id string) (Recording, error) {
-	r := Recording{ID: id, AgentText: e.AgentText, UserText: e.CallerText, UserOnset: -1}
+	r := Recording{ID: id, AgentText: e.AgentText, UserText: e.CallerText, UserOnset: -1, UserVoice: e.CallerVoice}
+	if e.CallerLevelDB != nil {
+		r.UserLevelDB = *e.CallerLevelDB
+	}
 	kind, ok := manifestKinds[e.Kind]
 	if !ok {
 		return r, fmt.Errorf("unknown kind %q, want echo_only, barge_in or backchannel", e.Kind)
@@ -369,7 +382,11 @@ func Save(dir string, recs []Recording) error {
 			return fmt.Errorf("corpus: Save: %w", err)
 		}
 		gain := r.GainDB
-		e := entry{ID: r.ID, Kind: kind, GainDB: &gain, AgentText: r.AgentText, CallerText: r.UserText}
+		e := entry{ID: r.ID, Kind: kind, GainDB: &gain, AgentText: r.AgentText, CallerText: r.UserText, CallerVoice: r.UserVoice}
+		if r.Kind != Echo {
+			level := r.UserLevelDB
+			e.CallerLevelDB = &level
+		}
 		if r.Kind != Echo {
 			onset := float64(r.UserOnset) / float64(time.Millisecond)
 			e.OnsetMS = &onset

@@ -95,6 +95,17 @@ var (
 	agentVoice = voice{"agent", []string{"-v", "en-us+f5", "-p", "60", "-s", "165"}}
 	// userVoice: male variant, lowered pitch (median about 85 Hz).
 	userVoice = voice{"user", []string{"-v", "en-us+edward", "-p", "35", "-s", "175"}}
+	// backchannelVoices: three, so that a backchannel is not one voice's
+	// "uh-huh": the caller's voice a little slower (at its own speed a
+	// backchannel lasts under 0.4 s), a female variant at a low pitch
+	// (well below the agent's) speaking slowly, and another male variant,
+	// slower still; every backchannel lasts 0.4-0.8 s. Names are the
+	// clips' Voice.
+	backchannelVoices = []voice{
+		{"user-slow", []string{"-v", "en-us+edward", "-p", "35", "-s", "140"}},
+		{"user-f", []string{"-v", "en-us+f2", "-p", "40", "-s", "140"}},
+		{"user-m", []string{"-v", "en-us+m3", "-p", "50", "-s", "120"}},
+	}
 )
 
 // utterance is one thing a voice says: the text recorded in clips and the

@@ -75,6 +75,14 @@ type Scene struct {
 	UserOnset time.Duration
 	// GainDB labels the echo level, for the report.
 	GainDB float64
+	// NoEcho labels a line that returns no echo at all (a digital trunk);
+	// its echo-only scenes are left out of the false barge-in and echo
+	// pause figures, which are about echo, and counted apart.
+	NoEcho bool
+	// UserLevelDB labels the caller's level relative to the agent's, in
+	// dB (0: the same), and Voice the caller's voice, for the report.
+	UserLevelDB float64
+	Voice       string
 	// Before is what the agent played in an earlier turn of the call,
 	// heard through the same echo path with the caller silent. The echo
 	// canceller hears it first (except in FullCold), as it has heard the
@@ -194,7 +202,8 @@ type Result struct {
 	Rate  int    `json:"rate"`
 	Clips int    `json:"clips"`
 	// FalseBargeInRate is the share of echo-only scenes at gains of -6 dB
-	// or lower in which the agent was interrupted.
+	// or lower in which the agent was interrupted (lines without echo left
+	// out: see NoEchoFalseBargeInRate).
 	FalseBargeInRate float64 `json:"false_barge_in_rate"`
 	// FalseBargeInByGain is the same share per echo gain, -3 dB included.
 	FalseBargeInByGain map[string]float64 `json:"false_barge_in_rate_by_gain"`
@@ -211,12 +220,45 @@ type Result struct {
 	BackchannelRate float64 `json:"backchannel_interrupt_rate"`
 	// PauseRate is the share of echo-only scenes in which the output
 	// paused at least once (Full only): a stutter, not an interruption.
+	// Lines without echo (NoEcho scenes) are left out: see NoEchoPauseRate.
 	PauseRate float64 `json:"echo_pause_rate"`
 	// EchoClips, BargeIns and Backchannels count the scenes of each kind.
 	EchoClips    int `json:"echo_clips"`
 	BargeIns     int `json:"barge_in_clips"`
 	Backchannels int `json:"backchannel_clips"`
+
+	// NoEchoFalseBargeInRate and NoEchoPauseRate are FalseBargeInRate
+	// and PauseRate over the echo-only scenes of lines without echo
+	// (noise alone), which the other echo figures leave out;
+	// NoEchoEchoClips counts them (included in EchoClips).
+	NoEchoFalseBargeInRate float64 `json:"no_echo_false_barge_in_rate"`
+	NoEchoPauseRate        float64 `json:"no_echo_pause_rate"`
+	NoEchoEchoClips        int     `json:"no_echo_echo_clips"`
+	// BargeInsBy breaks the barge-in figures out by line (echo or none)
+	// and caller level, in the order echo then no echo, louder level
+	// first.
+	BargeInsBy []BargeInSlice `json:"barge_ins_by_condition"`
+	// BackchannelRateByVoice is BackchannelRate per caller voice.
+	BackchannelRateByVoice map[string]float64 `json:"backchannel_interrupt_rate_by_voice,omitempty"`
 }
+
+// BargeInSlice is the barge-in figures over one line and caller level.
+type BargeInSlice struct {
+	// Line is "echo" or "no_echo".
+	Line string `json:"line"`
+	// CallerLevelDB is the caller's level relative to the agent's.
+	CallerLevelDB float64 `json:"caller_level_db"`
+	Clips         int     `json:"clips"`
+	MissRate      float64 `json:"miss_rate"`
+	DetectP50     float64 `json:"detect_p50_ms"`
+	DetectP95     float64 `json:"detect_p95_ms"`
+}
+
+// Lines of BargeInSlice.
+const (
+	LineEcho   = "echo"
+	LineNoEcho = "no_echo"
+)
 
 // outcome is what happened in one scene under one mode.
 type outcome struct {
@@ -618,14 +660,35 @@ func summarise(m Mode, vadName string, scenes []Scene, outs []outcome) Result {
 	if len(scenes) > 0 {
 		r.Rate = scenes[0].Rate
 	}
-	var falseLow, echoLow, paused, missed, backInt int
+	var falseLow, echoLow, paused, missed, backInt, echoes, noEchoFalse, noEchoPaused int
 	byGain := map[float64][2]int{}
 	var lat []float64
+	type sliceKey struct {
+		line  string
+		level float64
+	}
+	type sliceAcc struct {
+		n, missed int
+		lat       []float64
+	}
+	slices_ := map[sliceKey]*sliceAcc{}
+	byVoice := map[string][2]int{}
 	for i, sc := range scenes {
 		o := outs[i]
 		switch sc.Kind {
 		case Echo:
 			r.EchoClips++
+			if sc.NoEcho {
+				r.NoEchoEchoClips++
+				if o.interrupted {
+					noEchoFalse++
+				}
+				if o.paused {
+					noEchoPaused++
+				}
+				continue
+			}
+			echoes++
 			g := byGain[sc.GainDB]
 			g[1]++
 			if o.interrupted {
@@ -643,28 +706,76 @@ func summarise(m Mode, vadName string, scenes []Scene, outs []outcome) Result {
 			}
 		case BargeIn:
 			r.BargeIns++
+			k := sliceKey{LineEcho, sc.UserLevelDB}
+			if sc.NoEcho {
+				k.line = LineNoEcho
+			}
+			acc := slices_[k]
+			if acc == nil {
+				acc = &sliceAcc{}
+				slices_[k] = acc
+			}
+			acc.n++
 			onset := sc.UserOnset
 			if !o.interrupted || o.confirmedAt < onset || o.silencedAt < 0 {
 				missed++
+				acc.missed++
 				continue
 			}
-			lat = append(lat, float64(o.silencedAt)/float64(time.Millisecond))
+			ms := float64(o.silencedAt) / float64(time.Millisecond)
+			lat = append(lat, ms)
+			acc.lat = append(acc.lat, ms)
 		case Backchannel:
 			r.Backchannels++
+			v := byVoice[sc.Voice]
+			v[1]++
 			if o.interrupted {
 				backInt++
+				v[0]++
 			}
+			byVoice[sc.Voice] = v
 		}
 	}
 	r.FalseBargeInRate = ratio(falseLow, echoLow)
 	for g, c := range byGain {
 		r.FalseBargeInByGain[strconv.FormatFloat(g, 'f', -1, 64)] = ratio(c[0], c[1])
 	}
-	r.PauseRate = ratio(paused, r.EchoClips)
+	r.PauseRate = ratio(paused, echoes)
+	r.NoEchoFalseBargeInRate = ratio(noEchoFalse, r.NoEchoEchoClips)
+	r.NoEchoPauseRate = ratio(noEchoPaused, r.NoEchoEchoClips)
+	keys := make([]sliceKey, 0, len(slices_))
+	for k := range slices_ {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].line != keys[j].line {
+			return keys[i].line == LineEcho
+		}
+		return keys[i].level > keys[j].level
+	})
+	for _, k := range keys {
+		acc := slices_[k]
+		r.BargeInsBy = append(r.BargeInsBy, BargeInSlice{
+			Line: k.line, CallerLevelDB: k.level, Clips: acc.n,
+			MissRate:  ratio(acc.missed, acc.n),
+			DetectP50: percentile(acc.lat, 50), DetectP95: percentile(acc.lat, 95),
+		})
+	}
+	if len(byVoice) > 1 || (len(byVoice) == 1 && !mapHas(byVoice, "")) {
+		r.BackchannelRateByVoice = map[string]float64{}
+		for v, c := range byVoice {
+			r.BackchannelRateByVoice[v] = ratio(c[0], c[1])
+		}
+	}
 	r.MissRate = ratio(missed, r.BargeIns)
 	r.BackchannelRate = ratio(backInt, r.Backchannels)
 	r.DetectP50, r.DetectP95 = percentile(lat, 50), percentile(lat, 95)
 	return r
+}
+
+func mapHas(m map[string][2]int, k string) bool {
+	_, ok := m[k]
+	return ok
 }
 
 func ratio(a, b int) float64 {
