@@ -47,6 +47,7 @@ type echoLine struct {
 	noise     []int16   // background, looped from the start of the call
 	noiseAt   int
 	firstLoud time.Time
+	louds     []time.Time // when each loud packet of the agent's arrived
 }
 
 func newEchoLine(t *testing.T, delay time.Duration, gainDB float64) *echoLine {
@@ -101,6 +102,19 @@ func (e *echoLine) cueStart() time.Time {
 }
 
 // firstSound is when the first audible packet from Holdline arrived.
+// lastSoundBefore is when the agent's last loud packet before t arrived.
+func (e *echoLine) lastSoundBefore(t time.Time) time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var last time.Time
+	for _, at := range e.louds {
+		if at.Before(t) {
+			last = at
+		}
+	}
+	return last
+}
+
 func (e *echoLine) firstSound() time.Time {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -130,6 +144,9 @@ func (e *echoLine) run(ctx context.Context) {
 			}
 			if loud && e.firstLoud.IsZero() {
 				e.firstLoud = time.Now()
+			}
+			if loud {
+				e.louds = append(e.louds, time.Now())
 			}
 			switch {
 			case !e.cueArmed:
