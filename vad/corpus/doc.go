@@ -20,15 +20,20 @@
 //     before and 600 ms after; Near is its echo and nothing else. Every
 //     combination of delay (20, 60, 120, 250 ms), echo gain (-3, -6, -12,
 //     -20 dB) and background noise (off, on) is there, with
-//     Options.EchoSentences sentences each (4 by default: 128 clips). Any
-//     barge-in detected here is a false alarm.
+//     Options.EchoSentences sentences each (4 by default: 128 clips), plus
+//     twice as many on a line without echo (NoEcho, noise alone: 8 clips).
+//     Any barge-in detected here is a false alarm.
 //   - [BargeIn]: the same, plus the caller saying one of twelve
 //     interruptions ("Wait, actually make it Friday instead.", 1.5-2.5 s),
 //     starting anywhere from 0.4 s after the agent starts to 0.5 s before
-//     it ends. 96 clips by default, balanced over the interruptions and the
-//     delay×gain conditions, half of them with noise.
+//     it ends. 144 clips by default, balanced over the interruptions; a
+//     third on a line without echo (NoEcho: a digital trunk), the rest
+//     over the delay×gain conditions; on each kind of line half the
+//     callers at the agent's level and half 6 dB quieter (UserLevelDB);
+//     half of them with noise.
 //   - [Backchannel]: the same with "uh-huh", "yeah", "okay", "mm-hmm" or
-//     "right" instead of an interruption. 40 clips by default.
+//     "right" (0.4-0.8 s) instead of an interruption, in three voices
+//     (Voice). 48 clips by default.
 //
 // In BargeIn and Backchannel clips Far and Near run on until 600 ms after
 // the last speech, the agent's or the caller's: Far is what the agent would
@@ -42,7 +47,8 @@
 // Speech is synthesised with espeak-ng in two voices chosen to be told
 // apart easily: the agent a female variant with raised pitch (median
 // about 225 Hz), the caller a male variant with lowered pitch (about
-// 85 Hz). sox converts it to the corpus rate (and, at 8 kHz, to the
+// 85 Hz); backchannels come in the caller's voice slowed down and two
+// more (a low female variant and another male one, both slow). sox converts it to the corpus rate (and, at 8 kHz, to the
 // telephone band). Each distinct utterance is synthesised once and cached
 // in Options.CacheDir, keyed by voice, text, rate and tool versions, so
 // reruns only read WAV files. Everything after that is done in Go.
@@ -62,7 +68,8 @@
 // the RMS over 10 ms frames within 35 dB of the loudest, a simplified
 // ITU-T P.56 measure that does not depend on pauses. So in Near the caller
 // is at -20 dBFS and the echo at -20+GainDB: with -3 dB of echo the caller
-// is only 3 dB louder than the agent's echo, with -20 dB 20 dB louder.
+// is only 3 dB louder than the agent's echo, with -20 dB 20 dB louder. A
+// quieter caller (UserLevelDB -6) is scaled down after that, to -26 dBFS.
 // Background noise, when on, is at -50 dBFS RMS (30 dB below speech);
 // every Near also carries triangular dither at -70 dBFS, so it is never
 // digital silence. Mixing saturates at the int16 limits rather than
