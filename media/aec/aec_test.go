@@ -193,20 +193,7 @@ func TestEchoOnly(t *testing.T) {
 			near := mix(p.echo(far, rate), user, noise(len(far), noiseDBFS, 3))
 			tr := run(t, c, far, near)
 
-			f := c.FrameSize()
-			share := func(lo, hi time.Duration, want bool) float64 {
-				var n, k int
-				for i := samplesFor(rate, lo) / f; i < samplesFor(rate, hi)/f && i < len(tr.echoOnly); i++ {
-					if !tr.active[i] {
-						continue
-					}
-					n++
-					if tr.echoOnly[i] == want {
-						k++
-					}
-				}
-				return float64(k) / float64(max(n, 1))
-			}
+			share := func(lo, hi time.Duration, want bool) float64 { return callerShare(c, tr, lo, hi, want) }
 			cold, warm := share(0, time.Second, true), share(2*time.Second, 4*time.Second, true)
 			caller := share(4*time.Second+100*time.Millisecond, 6500*time.Millisecond, false)
 			t.Logf("echo taken for echo: %.0f%% of far-active frames in the first second, %.0f%% at 2-4 s; caller taken for the caller: %.0f%%",

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// callerShare is the share of far-active frames in [lo, hi) that EchoOnly
-// took for the caller (want false) or for echo alone (want true).
+// callerShare is the share of far-active frames in [lo, hi) whose EchoOnly
+// was want: taken for echo alone (true) or for the caller (false).
 func callerShare(c *Canceller, tr trace, lo, hi time.Duration, want bool) float64 {
 	f := c.FrameSize()
 	var n, k int
