@@ -156,6 +156,11 @@ func (a *audioInput) start(ctx context.Context, g *errgroup.Group) error {
 		recs = recs[1:]
 	}
 	if len(recs) == 0 || recs[0] == nil {
+		// No words will come: a short sound over the agent is judged on
+		// its length alone.
+		a.mu.Lock()
+		a.judged.NoRecognizer()
+		a.mu.Unlock()
 		return nil
 	}
 	open := func() (stt.Stream, error) {
@@ -316,9 +321,10 @@ func (a *audioInput) judge(ctx context.Context, f media.Frame, cancelled bool) e
 		}
 		a.writeFailing.Store(false)
 		// A ruled-out suspicion ends its utterance too, so the recogniser
-		// finalises it now, inside the arbiter's drop window.
+		// finalises it now, inside the arbiter's drop window; a short
+		// sound that ended is finalised so its words can decide.
 		ended := a.endPending.Swap(false)
-		if d.Action == vad.SpeechStop || d.Action == vad.Resume || ended {
+		if d.Action == vad.SpeechStop || d.Action == vad.Resume || d.Action == vad.AwaitWords || ended {
 			if err := stream.EndOfSpeech(); err != nil {
 				return fmt.Errorf("runtime: speech recognition: %w", err)
 			}

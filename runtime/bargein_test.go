@@ -66,8 +66,10 @@ func TestFalseInterruptionResumesWhereItPaused(t *testing.T) {
 		if sus.Reason != vad.ReasonOverAgent || res.Reason != vad.ReasonNotConfirmed {
 			t.Errorf("reasons: suspected %q, resumed %q", sus.Reason, res.Reason)
 		}
-		if pause := res.Time.Sub(sus.Time); pause > vad.DefaultResumeAfter {
-			t.Errorf("paused %v, want at most %v", pause, vad.DefaultResumeAfter)
+		// A cough is never dead air: the pause lasts the echo tail and
+		// the quiet that rules the sound out, well under a second.
+		if pause, most := res.Time.Sub(sus.Time), vad.DefaultEchoTail+vad.DefaultResumeQuiet; pause > most {
+			t.Errorf("paused %v, want at most %v", pause, most)
 		}
 		// Nothing of the turn played while paused.
 		for _, f := range h.out.sent() {
@@ -131,9 +133,11 @@ func TestPauseEndsAtItsDeadlineWithoutAudio(t *testing.T) {
 		h.speak(200 * time.Millisecond)
 		sus := h.waitFor(events.BargeInSuspected, nil, time.Second)
 		res := h.waitFor(events.BargeInResumed, nil, 5*time.Second)
-		// The arbiter's verdict is due within its ResumeAfter of audio;
-		// with no audio at all the pause ends a little after that.
-		want := vad.DefaultResumeAfter + verdictGrace
+		// The arbiter's verdict is due within the suspicion's bound in
+		// audio time (a sound still going at ShortSound is a turn, then
+		// the quiet that rules one out; no recogniser, no wait for
+		// words); with no audio at all the pause ends a little after.
+		want := vad.DefaultShortSound - vad.DefaultSpeakingMinSpeech + vad.DefaultResumeQuiet + verdictGrace
 		if res.Reason != "verdict_timeout" || res.Time.Sub(sus.Time) != want {
 			t.Errorf("resumed %v after the suspicion for %q, want %v for verdict_timeout", res.Time.Sub(sus.Time), res.Reason, want)
 		}
@@ -262,25 +266,37 @@ func TestContinuousOutputCarriesSilenceThroughAPause(t *testing.T) {
 	})
 }
 
-// A caller whose device cancels its own echo (a browser) interrupts with
-// a word as short as "wait": with EchoFree the speech is the caller's at
-// once, and no echo tail is waited out before it confirms. The same word
-// on a line that may echo only pauses the agent.
-func TestEchoFreeCallerInterruptsWithAShortWord(t *testing.T) {
-	for _, echoFree := range []bool{true, false} {
-		t.Run(map[bool]string{true: "echo free", false: "echo possible"}[echoFree], func(t *testing.T) {
+// A caller interrupts with a word as short as "wait", on a browser and on
+// a phone line alike: its words ask for the floor. A sound as short that
+// the recogniser makes nothing of (a cough) only pauses the agent.
+func TestCallerInterruptsWithAShortWord(t *testing.T) {
+	for _, tc := range []struct {
+		name, said        string
+		echoFree, confirm bool
+	}{
+		{"wait, echo free", "wait", true, true},
+		{"wait, on a line that may echo", "wait", false, true},
+		{"a cough, echo free", "", true, false},
+		{"a cough, on a line that may echo", "", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
+				rec := scripted.NewSTT()
+				if tc.said != "" {
+					rec.Say(tc.said)
+				}
 				h := start(t, setup{
 					responses: []scripted.Response{{TTFB: 200 * time.Millisecond, Text: greeting}},
-					opts:      []Option{WithContinuousOutput(), WithInput(InputConfig{NoEchoCancellation: true, EchoFree: echoFree})},
+					stt:       rec,
+					opts:      []Option{WithContinuousOutput(), WithInput(InputConfig{NoEchoCancellation: true, EchoFree: tc.echoFree})},
 				})
 				greetAndWait(t, h)
 				h.speak(400 * time.Millisecond)
 				h.hush(1500 * time.Millisecond)
 				_, confirmed := h.find(events.BargeInConfirmed, nil)
 				_, resumed := h.find(events.BargeInResumed, nil)
-				if confirmed != echoFree || resumed == echoFree {
-					t.Errorf("confirmed %v, resumed %v; want confirmed only when echo free:\n%s", confirmed, resumed, h.timeline())
+				if confirmed != tc.confirm || resumed == tc.confirm {
+					t.Errorf("confirmed %v, resumed %v; want confirmed %v:\n%s", confirmed, resumed, tc.confirm, h.timeline())
 				}
 			})
 		})

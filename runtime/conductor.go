@@ -208,7 +208,7 @@ func (c *conductor) handle(in Input) {
 	case UserSpeechStarted:
 		c.onSpeechStarted()
 	case UserSpeechStopped:
-		c.onSpeechStopped()
+		c.onSpeechStopped(in)
 	case UserTranscript:
 		c.onTranscript(in)
 	case BargeInSuspected:
@@ -389,19 +389,20 @@ func (c *conductor) recentlyPlayed() string {
 	return b.String()
 }
 
-func (c *conductor) onSpeechStopped() {
+func (c *conductor) onSpeechStopped(in UserSpeechStopped) {
 	c.userSpeaking = false
 	c.emit(events.Event{Kind: events.SpeechStopped, Epoch: c.epoch})
-	c.startEndpoint()
+	c.startEndpoint(in.Ago)
 }
 
-// startEndpoint starts the silence that ends the caller's turn.
-func (c *conductor) startEndpoint() {
+// startEndpoint starts the silence that ends the caller's turn, of which
+// heard has passed already.
+func (c *conductor) startEndpoint(heard time.Duration) {
 	c.stopEndpoint()
 	c.timerID++
 	id := c.timerID
 	c.endpointID = id
-	c.endpointTimer = c.clock.AfterFunc(c.cfg.endpointing, func() { c.post(timerFired{id: id}) })
+	c.endpointTimer = c.clock.AfterFunc(max(c.cfg.endpointing-heard, 0), func() { c.post(timerFired{id: id}) })
 }
 
 func (c *conductor) stopEndpoint() {
@@ -427,7 +428,7 @@ func (c *conductor) onTranscript(tr UserTranscript) {
 	case c.endpointID == 0:
 		// Words the VAD did not catch as speech: they still make a turn,
 		// once the usual silence has passed.
-		c.startEndpoint()
+		c.startEndpoint(0)
 	}
 }
 
@@ -468,10 +469,12 @@ func (c *conductor) finishUserTurn() {
 	c.startTurn("user_turn", "")
 }
 
-// userBusy reports whether the caller holds the floor: speaking, or in the
-// silence that may still be part of their turn.
+// userBusy reports whether the caller holds the floor: speaking, in the
+// silence that may still be part of their turn, or making a sound over the
+// agent that is being judged (the output is paused on it): a follow-up
+// started then would talk over a caller who may be taking the floor.
 func (c *conductor) userBusy() bool {
-	return c.userSpeaking || c.endpointID != 0 || c.transcriptID != 0 || len(c.userFinals) > 0
+	return c.userSpeaking || c.paused || c.endpointID != 0 || c.transcriptID != 0 || len(c.userFinals) > 0
 }
 
 // speaking reports whether some turn still holds the floor: its model

@@ -27,8 +27,10 @@ type ReplyRequest struct{ Instructions string }
 // confirmed.
 type UserSpeechStarted struct{}
 
-// UserSpeechStopped is posted when voice activity ends.
-type UserSpeechStopped struct{}
+// UserSpeechStopped is posted when voice activity ends. Ago, when set, says
+// it ended that long before the input was posted (a short sound whose
+// words were awaited): the silence that ends the turn counts from then.
+type UserSpeechStopped struct{ Ago time.Duration }
 
 // BargeInSuspected says the caller may be talking over the agent: the
 // output pauses while the arbiter listens. Verdict, when set, is how long

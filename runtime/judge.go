@@ -53,9 +53,17 @@ func (j *InputJudge) Frame(prob float32, d time.Duration, agent vad.Agent) (vad.
 // voice activity did not confirm).
 func (j *InputJudge) Transcript(text string, final bool, played string, agent vad.Agent) (vad.Decision, []Input) {
 	dec, keep := j.arb.Transcript(text, played, agent)
+	if final && !j.Judging(text) {
+		dec = j.arb.NoWords()
+	}
 	var ins []Input
 	if in := decisionInput(dec); in != nil {
 		ins = append(ins, in)
+	}
+	if dec.Action == vad.Confirm && dec.Ended > 0 {
+		// A short sound confirmed by its words has ended already: the
+		// arbiter would have said so after MinSilence of quiet.
+		ins = append(ins, UserSpeechStopped{Ago: max(dec.Ended-j.arb.Config().Segmenter.MinSilence, 0)})
 	}
 	switch {
 	case keep:
@@ -73,6 +81,11 @@ func (j *InputJudge) Judging(text string) bool { return len(vad.Words(text)) > 0
 // SetEchoTail sets how long echo may last after the output pauses (the
 // echo canceller's delay estimate plus a margin).
 func (j *InputJudge) SetEchoTail(d time.Duration) { j.arb.SetEchoTail(d) }
+
+// NoRecognizer tells the judge no recogniser listens to the caller: a
+// short sound over the agent resumes it as soon as it ends, with no wait
+// for words that cannot come.
+func (j *InputJudge) NoRecognizer() { j.arb.SetWordsWait(-1) }
 
 // EchoTail is how long echo may last after the output pauses.
 func (j *InputJudge) EchoTail() time.Duration { return j.arb.Config().EchoTail }

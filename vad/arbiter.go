@@ -29,6 +29,10 @@ const (
 	// Resume: a suspicion was not confirmed (echo, a backchannel, a
 	// cough): resume the output from where it paused.
 	Resume
+	// AwaitWords: a short sound over the agent has ended before its
+	// length could make it a turn, so its words decide. Finalise the
+	// recognition now: a Resume or a Confirm follows within WordsWait.
+	AwaitWords
 )
 
 func (a Action) String() string {
@@ -45,6 +49,8 @@ func (a Action) String() string {
 		return "confirm"
 	case Resume:
 		return "resume"
+	case AwaitWords:
+		return "await_words"
 	}
 	return fmt.Sprintf("Action(%d)", int(a))
 }
@@ -87,9 +93,13 @@ type Decision struct {
 	// began.
 	Onset time.Duration
 	// Within, for a Suspect, is the most audio time the verdict can
-	// take: a confirmation or a resume comes by then, at the first quiet
-	// frame (ResumeAfter as it stands).
+	// take: a confirmation or a resume comes by then.
 	Within time.Duration
+	// Ended, for a Confirm of a short sound by its words, is how long
+	// ago the sound ended: the caller is not speaking any more, and the
+	// silence that ends their turn has partly passed (the arbiter is
+	// back to turn-taking, and no SpeechStop follows).
+	Ended time.Duration
 }
 
 // Reasons given with decisions.
@@ -97,8 +107,9 @@ const (
 	ReasonSpeech          = "speech"            // SpeechStart/Stop: plain voice activity
 	ReasonOverAgent       = "speech_over_agent" // Suspect, or Confirm without resume: speech above the raised threshold for long enough
 	ReasonSpeechContinued = "speech_continued"  // Confirm: speech went on after the output paused and its echo died
-	ReasonTranscript      = "transcript"        // Confirm (with ConfirmWords): the caller said words that are not the agent's
-	ReasonNotConfirmed    = "not_confirmed"     // Resume: speech died out with the output's echo
+	ReasonTranscript      = "transcript"        // Confirm: the caller said words that ask for the floor (FloorWords, or with ConfirmWords enough words that are not the agent's)
+	ReasonNotConfirmed    = "not_confirmed"     // Resume: speech died out with the output's echo, or a short sound brought no words
+	ReasonShortSound      = "short_sound"       // AwaitWords, or Resume and the transcript dropped: a short sound whose words do not ask for the floor
 	ReasonBackchannel     = "backchannel"       // Resume, or a transcript dropped: "uh-huh", "yeah"
 	ReasonEchoTranscript  = "echo_transcript"   // Resume, or a transcript dropped: the words are what the agent just played
 	ReasonUnconfirmed     = "unconfirmed_words" // a transcript dropped: words over the agent whose speech was not confirmed as a barge-in
@@ -127,14 +138,30 @@ type ArbiterConfig struct {
 	// line's delay plus the room's decay (default 300 ms). An echo
 	// canceller's delay estimate can set it per call with SetEchoTail.
 	EchoTail time.Duration
-	// ConfirmSpeech is how much speech, counted after EchoTail, confirms
-	// a suspicion (default 200 ms).
+	// ConfirmSpeech is how much speech, counted after EchoTail, a
+	// suspicion needs before its length can confirm it (default 200 ms).
 	ConfirmSpeech time.Duration
-	// ResumeAfter is how long after a suspicion the output resumes when
-	// nothing confirmed it (default 800 ms), at the first frame below the
-	// activation threshold from then on. It is at least EchoTail +
-	// ConfirmSpeech + 100 ms.
-	ResumeAfter time.Duration
+	// ShortSound is how long a sound over the agent lasts, from its
+	// onset, before its length alone makes it a turn (default 1 s).
+	// People say "uh-huh", "yeah" or "okay", cough and laugh in less; a
+	// caller who takes the floor goes on. A sound that ends sooner is a
+	// turn only if its words ask for the floor (FloorWords); otherwise
+	// the output resumes.
+	ShortSound time.Duration
+	// ResumeQuiet is how long the caller must be quiet, once the echo
+	// tail has passed, before a suspicion is ruled out (default 200 ms):
+	// longer than the gap inside "uh-huh", short enough that the agent
+	// takes up its sentence again without an awkward wait.
+	ResumeQuiet time.Duration
+	// WordsWait is how long, after a short sound ends, the verdict waits
+	// for the recogniser's words (default 300 ms). A negative value means
+	// no recogniser listens: a short sound resumes at once.
+	WordsWait time.Duration
+	// FloorWords are words that, said over the agent, ask for the floor
+	// however short the sound (default DefaultFloorWords). Two or more
+	// recognised words that are neither the agent's nor backchannels ask
+	// for it too.
+	FloorWords []string
 	// Backchannels are utterances that never interrupt (default
 	// DefaultBackchannels). Matching ignores case and punctuation.
 	Backchannels []string
@@ -155,6 +182,13 @@ type ArbiterConfig struct {
 	DropAfterResume time.Duration
 }
 
+// DefaultFloorWords are the words that interrupt the agent by default,
+// however briefly said.
+var DefaultFloorWords = []string{
+	"stop", "wait", "hold", "hang", "no", "nope", "sorry", "excuse", "pardon", "actually",
+	"hey", "hello", "cancel", "what", "help",
+}
+
 // DefaultBackchannels are the utterances that do not interrupt by default.
 var DefaultBackchannels = []string{
 	"uh-huh", "uh huh", "mm-hmm", "mhm", "mm", "hmm", "yeah", "yes", "yep", "ok", "okay",
@@ -167,7 +201,9 @@ const (
 	DefaultSpeakingMinSpeech = 100 * time.Millisecond
 	DefaultEchoTail          = 300 * time.Millisecond
 	DefaultConfirmSpeech     = 200 * time.Millisecond
-	DefaultResumeAfter       = 800 * time.Millisecond
+	DefaultShortSound        = time.Second
+	DefaultResumeQuiet       = 200 * time.Millisecond
+	DefaultWordsWait         = 300 * time.Millisecond
 	DefaultEchoMatch         = 0.6
 	DefaultDropAfterResume   = 2 * time.Second
 )
@@ -186,8 +222,17 @@ func (cfg ArbiterConfig) WithDefaults() ArbiterConfig {
 	if cfg.ConfirmSpeech == 0 {
 		cfg.ConfirmSpeech = DefaultConfirmSpeech
 	}
-	if cfg.ResumeAfter == 0 {
-		cfg.ResumeAfter = DefaultResumeAfter
+	if cfg.ShortSound == 0 {
+		cfg.ShortSound = DefaultShortSound
+	}
+	if cfg.ResumeQuiet == 0 {
+		cfg.ResumeQuiet = DefaultResumeQuiet
+	}
+	if cfg.WordsWait == 0 {
+		cfg.WordsWait = DefaultWordsWait
+	}
+	if cfg.FloorWords == nil {
+		cfg.FloorWords = DefaultFloorWords
 	}
 	if cfg.Backchannels == nil {
 		cfg.Backchannels = DefaultBackchannels
@@ -218,9 +263,11 @@ const (
 // the agent is audible it asks more: a raised threshold held for a minimum
 // duration. Then it suspects a barge-in and the output should pause: echo
 // dies out with the output within EchoTail, a caller goes on. Speech that
-// goes on confirms the barge-in; a backchannel or the agent's own words in
-// the transcript, or speech that stops, resume the output from where it
-// paused.
+// goes on past ShortSound confirms the barge-in, and so do words that ask
+// for the floor; a sound that ends sooner (a backchannel, a cough, the
+// echo) resumes the output from where it paused, once its words, if any
+// come within WordsWait, say it was not a turn. The verdict comes within
+// the Suspect decision's Within.
 //
 // Time is audio time, the sum of the frame durations pushed, so the
 // Arbiter is deterministic and needs no clock. It allocates nothing per
@@ -228,7 +275,8 @@ const (
 type Arbiter struct {
 	cfg  ArbiterConfig
 	seg  *Segmenter
-	back map[string]bool // normalised backchannels, one or more words
+	back  map[string]bool // normalised backchannels, one or more words
+	floor map[string]bool // words that ask for the floor
 
 	elapsed time.Duration
 	state   arbiterState
@@ -244,7 +292,12 @@ type Arbiter struct {
 	// its echo may last (none if the agent was not audible); heard is the
 	// speech counted after it.
 	suspectedAt, onset, heard, tail time.Duration
-	resumedAt                       time.Duration
+	// deadline is when the pending suspicion's verdict is due; quiet is
+	// the caller's silence since the last voiced frame; awaiting says the
+	// sound ended and its words are awaited, for waited so far.
+	deadline, quiet, waited time.Duration
+	awaiting                bool
+	resumedAt               time.Duration
 	resumed                         bool
 	// quietRun is silence while the caller holds the floor.
 	quietRun time.Duration
@@ -261,10 +314,14 @@ func (a *Arbiter) resetSeg() {
 // NewArbiter returns an arbiter with cfg, defaults filled in.
 func NewArbiter(cfg ArbiterConfig) *Arbiter {
 	cfg = cfg.WithDefaults()
-	cfg.ResumeAfter = max(cfg.ResumeAfter, cfg.EchoTail+cfg.ConfirmSpeech+100*time.Millisecond)
-	a := &Arbiter{cfg: cfg, seg: NewSegmenter(cfg.Segmenter), back: map[string]bool{}}
+	a := &Arbiter{cfg: cfg, seg: NewSegmenter(cfg.Segmenter), back: map[string]bool{}, floor: map[string]bool{}}
 	for _, b := range cfg.Backchannels {
 		a.back[strings.Join(Words(b), " ")] = true
+	}
+	for _, w := range cfg.FloorWords {
+		for _, x := range Words(w) {
+			a.floor[x] = true
+		}
 	}
 	return a
 }
@@ -279,7 +336,19 @@ func (a *Arbiter) SetEchoTail(d time.Duration) {
 		return
 	}
 	a.cfg.EchoTail = d
-	a.cfg.ResumeAfter = max(a.cfg.ResumeAfter, d+a.cfg.ConfirmSpeech+100*time.Millisecond)
+}
+
+// SetWordsWait sets how long a short sound's verdict waits for its words;
+// negative when no recogniser listens (see ArbiterConfig.WordsWait).
+func (a *Arbiter) SetWordsWait(d time.Duration) { a.cfg.WordsWait = d }
+
+// verdictWithin is how much audio time, from a suspicion, its verdict can
+// take: the sound's length decides by ShortSound (and once ConfirmSpeech
+// has been heard past the echo tail), then the caller's quiet and the
+// wait for words. The deadline enforces it whatever the audio does.
+func (a *Arbiter) verdictWithin() time.Duration {
+	length := max(a.onset+a.cfg.ShortSound-a.suspectedAt, a.tail+a.cfg.ConfirmSpeech)
+	return length + a.cfg.ResumeQuiet + max(a.cfg.WordsWait, 0)
 }
 
 // Elapsed returns the audio time pushed so far.
@@ -342,27 +411,57 @@ func (a *Arbiter) Frame(prob float32, d time.Duration, agent Agent) Decision {
 	}
 	a.state = stateSuspected
 	a.suspectedAt, a.onset, a.heard, a.tail = a.elapsed, a.runStart, 0, 0
+	a.quiet, a.waited, a.awaiting = 0, 0, false
 	if a.runAudible {
 		a.tail = a.cfg.EchoTail
 	}
-	return Decision{Action: Suspect, Reason: ReasonOverAgent, Onset: a.runStart, Within: a.cfg.ResumeAfter}
+	within := a.verdictWithin()
+	a.deadline = a.elapsed + within
+	return Decision{Action: Suspect, Reason: ReasonOverAgent, Onset: a.runStart, Within: within}
 }
 
 // listen runs while a suspicion is pending and the output is paused.
 func (a *Arbiter) listen(prob float32, at, d time.Duration) Decision {
-	if at >= a.suspectedAt+a.tail && prob >= a.cfg.Segmenter.ActivationThreshold {
-		a.heard += d
-		if a.heard >= a.cfg.ConfirmSpeech {
+	voiced := prob >= a.cfg.Segmenter.ActivationThreshold
+	if a.elapsed >= a.deadline {
+		// Never resume over the caller's voice: a sound still going at
+		// the deadline has lasted long enough to be a turn.
+		if voiced {
 			return a.confirm(ReasonSpeechContinued)
 		}
-	}
-	// Never resume over the caller's voice: past the deadline, the first
-	// quiet frame resumes, and speech until then counts towards
-	// ConfirmSpeech.
-	if a.elapsed >= a.suspectedAt+a.cfg.ResumeAfter && prob < a.cfg.Segmenter.ActivationThreshold {
 		return a.resume(ReasonNotConfirmed)
 	}
-	return Decision{}
+	if voiced {
+		// Sound again, after a quiet: its length counts on from the onset.
+		a.quiet, a.awaiting = 0, false
+		if at >= a.suspectedAt+a.tail {
+			a.heard += d
+		}
+		if a.heard >= a.cfg.ConfirmSpeech && a.elapsed-a.onset >= a.cfg.ShortSound {
+			return a.confirm(ReasonSpeechContinued)
+		}
+		return Decision{}
+	}
+	a.quiet += d
+	if a.awaiting {
+		if a.waited += d; a.waited >= a.cfg.WordsWait {
+			// No words came, or none that decided: an unrecognised short
+			// sound is not a turn.
+			return a.resume(ReasonNotConfirmed)
+		}
+		return Decision{}
+	}
+	if a.elapsed < a.suspectedAt+a.tail || a.quiet < a.cfg.ResumeQuiet {
+		return Decision{}
+	}
+	if a.cfg.WordsWait < 0 {
+		// No recogniser listens: nothing more can be learnt.
+		return a.resume(ReasonNotConfirmed)
+	}
+	// The echo, or a short sound: a word as short as "wait" may have
+	// ended inside the echo tail, so the words are asked for either way.
+	a.awaiting, a.waited = true, 0
+	return Decision{Action: AwaitWords, Reason: ReasonShortSound, Onset: a.onset}
 }
 
 // speaking runs while the caller holds the floor.
@@ -426,6 +525,27 @@ func (a *Arbiter) Transcript(text, played string, agent Agent) (d Decision, keep
 		}
 		return a.confirm(ReasonTranscript), true
 	}
+	if a.state == stateSuspected {
+		if a.asksFloor(words, played) {
+			d := a.confirm(ReasonTranscript)
+			if a.quiet < a.cfg.Segmenter.MinSilence {
+				// The caller is speaking, or just paused: the silence
+				// heard so far counts towards the end of their speech.
+				a.quietRun = a.quiet
+				return d, true
+			}
+			d.Ended = a.quiet
+			a.state = stateQuiet
+			a.resetSeg()
+			return d, true
+		}
+		if a.awaiting {
+			// The short sound's words do not ask for the floor: a
+			// backchannel the recogniser misheard, a cough it read as a
+			// word.
+			return a.resume(ReasonShortSound), false
+		}
+	}
 	// Words that are neither echo nor backchannel, over an agent that is
 	// still speaking, of speech the voice activity did not take for a
 	// barge-in (it never rose to a suspicion, or the suspicion was ruled
@@ -436,6 +556,35 @@ func (a *Arbiter) Transcript(text, played string, agent Agent) (d Decision, keep
 	}
 	// Too few words to tell: keep listening.
 	return Decision{}, true
+}
+
+// NoWords tells the arbiter the recogniser finalised an utterance and found
+// no words in it: a short sound whose words were awaited is not a turn.
+func (a *Arbiter) NoWords() Decision {
+	if a.state == stateSuspected && a.awaiting {
+		return a.resume(ReasonNotConfirmed)
+	}
+	return Decision{}
+}
+
+// asksFloor reports whether words said over the agent ask for the floor,
+// however short the sound: a floor word, or two words that are neither the
+// agent's nor backchannels.
+func (a *Arbiter) asksFloor(words []string, played string) bool {
+	agent := map[string]bool{}
+	for _, w := range Words(played) {
+		agent[w] = true
+	}
+	other := 0
+	for _, w := range words {
+		switch {
+		case a.floor[w]:
+			return true
+		case !agent[w] && !a.back[w]:
+			other++
+		}
+	}
+	return other >= 2
 }
 
 // classify says what a transcript heard while the agent is audible is.

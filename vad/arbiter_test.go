@@ -68,9 +68,12 @@ func TestArbiterConfirmsSpeechThatOutlivesTheEcho(t *testing.T) {
 	a := NewArbiter(ArbiterConfig{})
 	feed(a, 0.1, time.Second, true)
 	got := feed(a, 0.9, 3*time.Second, true)
+	// A sound shorter than ShortSound may be a backchannel or a cough:
+	// its length confirms it at ShortSound from the onset.
+	within := DefaultShortSound - DefaultSpeakingMinSpeech + DefaultResumeQuiet + DefaultWordsWait
 	want := []made{
-		{time.Second + DefaultSpeakingMinSpeech, Decision{Action: Suspect, Reason: ReasonOverAgent, Onset: time.Second, Within: DefaultResumeAfter}},
-		{time.Second + DefaultSpeakingMinSpeech + DefaultEchoTail + DefaultConfirmSpeech, Decision{Action: Confirm, Reason: ReasonSpeechContinued, Onset: time.Second}},
+		{time.Second + DefaultSpeakingMinSpeech, Decision{Action: Suspect, Reason: ReasonOverAgent, Onset: time.Second, Within: within}},
+		{time.Second + DefaultShortSound, Decision{Action: Confirm, Reason: ReasonSpeechContinued, Onset: time.Second}},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("caller over the agent:\n got %+v\nwant %+v", got, want)
@@ -94,8 +97,19 @@ func TestArbiterResumesWhenSpeechDiesWithTheOutput(t *testing.T) {
 	// lasts no longer than that is not the caller.
 	got = append(got, feed(a, 0.9, 200*time.Millisecond, false)...)
 	got = append(got, feed(a, 0.05, time.Second, false)...)
-	if len(got) != 2 || got[1].d.Action != Resume || got[1].d.Reason != ReasonNotConfirmed || got[1].at != DefaultSpeakingMinSpeech+DefaultResumeAfter {
-		t.Fatalf("echo that stops with the output: %+v, want resume not_confirmed at %v", got, DefaultSpeakingMinSpeech+DefaultResumeAfter)
+	// Once the line has been quiet for ResumeQuiet past the tail, the
+	// words are asked for; none come, and it resumes after WordsWait.
+	wantAt := DefaultSpeakingMinSpeech + DefaultEchoTail + DefaultResumeQuiet
+	if len(got) != 3 || got[1].d.Action != AwaitWords || got[1].at != wantAt ||
+		got[2].d.Action != Resume || got[2].d.Reason != ReasonNotConfirmed || got[2].at != wantAt+DefaultWordsWait {
+		t.Fatalf("echo that stops with the output: %+v, want await_words at %v, resume not_confirmed %v later", got, wantAt, DefaultWordsWait)
+	}
+	// The recogniser's empty final resumes at once.
+	a3 := NewArbiter(ArbiterConfig{})
+	feed(a3, 0.9, 200*time.Millisecond, true)
+	feed(a3, 0.05, DefaultEchoTail, false) // awaiting words
+	if d := a3.NoWords(); d.Action != Resume || d.Reason != ReasonNotConfirmed {
+		t.Fatalf("an empty final: %+v, want resume not_confirmed", d)
 	}
 	// One long sound is not suspected again without a break.
 	a2 := NewArbiter(ArbiterConfig{})
@@ -138,7 +152,8 @@ func TestArbiterTranscriptCheck(t *testing.T) {
 		{"a backchannel resumes", "Uh-huh.", Resume, ReasonBackchannel, false},
 		{"a two-word backchannel resumes", "got it", Resume, ReasonBackchannel, false},
 		{"the agent's own words resume", "table for four at seven", Resume, ReasonEchoTranscript, false},
-		{"the caller's words leave it to the voice activity", "wait, make it Friday", NoAction, "", true},
+		{"words that ask for the floor confirm", "wait, make it Friday", Confirm, ReasonTranscript, true},
+		{"two words that are not the agent's confirm", "make it Friday", Confirm, ReasonTranscript, true},
 		{"one unknown word waits", "Friday", NoAction, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -219,14 +234,14 @@ func TestArbiterTranscriptCheck(t *testing.T) {
 func TestArbiterEchoTailFollowsTheDelayEstimate(t *testing.T) {
 	a := NewArbiter(ArbiterConfig{})
 	a.SetEchoTail(600 * time.Millisecond)
-	if c := a.Config(); c.EchoTail != 600*time.Millisecond || c.ResumeAfter < 600*time.Millisecond+c.ConfirmSpeech {
+	if c := a.Config(); c.EchoTail != 600*time.Millisecond {
 		t.Fatalf("config after SetEchoTail: %+v", c)
 	}
 	feed(a, 0.9, 200*time.Millisecond, true)
 	// Echo lasting 550 ms after the pause must not confirm.
 	got := append(feed(a, 0.9, 560*time.Millisecond, false), feed(a, 0, time.Second, false)...)
-	if len(got) != 1 || got[0].d.Action != Resume {
-		t.Fatalf("long echo tail: %+v, want resume", got)
+	if len(got) == 0 || got[len(got)-1].d.Action != Resume || slices.ContainsFunc(got, func(m made) bool { return m.d.Action == Confirm }) {
+		t.Fatalf("long echo tail: %+v, want a resume and no confirm", got)
 	}
 }
 
@@ -256,9 +271,10 @@ func TestArbiterSpeechInAPauseOfTheAgentsTurnInterrupts(t *testing.T) {
 	// Between the agent's words nothing it played can be heard: the
 	// plain activation threshold counts, and no echo tail is waited out.
 	got := feedAgent(a, 0.6, 2*time.Second, AgentTurn)
+	within := DefaultShortSound - DefaultSpeakingMinSpeech + DefaultResumeQuiet + DefaultWordsWait
 	want := []made{
-		{time.Second + DefaultSpeakingMinSpeech, Decision{Action: Suspect, Reason: ReasonOverAgent, Onset: time.Second, Within: DefaultResumeAfter}},
-		{time.Second + DefaultSpeakingMinSpeech + DefaultConfirmSpeech, Decision{Action: Confirm, Reason: ReasonSpeechContinued, Onset: time.Second}},
+		{time.Second + DefaultSpeakingMinSpeech, Decision{Action: Suspect, Reason: ReasonOverAgent, Onset: time.Second, Within: within}},
+		{time.Second + DefaultShortSound, Decision{Action: Confirm, Reason: ReasonSpeechContinued, Onset: time.Second}},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("caller in a pause of the agent's turn:\n got %+v\nwant %+v", got, want)
@@ -274,14 +290,110 @@ func TestArbiterDoesNotResumeOverTheCallersVoice(t *testing.T) {
 	a := NewArbiter(ArbiterConfig{})
 	feed(a, 0.1, time.Second, true)
 	feed(a, 0.9, DefaultSpeakingMinSpeech, true) // suspected
-	// The caller pauses after their first word and speaks again just
-	// before the deadline.
-	deadline := DefaultResumeAfter
-	got := feedAgent(a, 0.1, deadline-2*step, AgentTurn)
-	got = append(got, feedAgent(a, 0.9, 400*time.Millisecond, AgentTurn)...)
-	want := time.Second + DefaultSpeakingMinSpeech + deadline - 2*step + DefaultConfirmSpeech
+	// The caller pauses after a word, for less than ResumeQuiet, and goes
+	// on: one utterance, confirmed on its length.
+	got := feedAgent(a, 0.9, 500*time.Millisecond, AgentTurn)
+	got = append(got, feedAgent(a, 0.1, DefaultResumeQuiet-step, AgentTurn)...)
+	got = append(got, feedAgent(a, 0.9, time.Second, AgentTurn)...)
+	want := time.Second + DefaultShortSound
 	if len(got) != 1 || got[0].d.Action != Confirm || got[0].at != want {
-		t.Fatalf("speech going on at the deadline: %+v, want only a confirm at %v", got, want)
+		t.Fatalf("speech with a short break: %+v, want only a confirm at %v", got, want)
+	}
+}
+
+// A short sound over the agent (a backchannel, a cough) is judged by its
+// words: the arbiter asks for them when it ends, and resumes unless they
+// ask for the floor.
+func TestArbiterJudgesAShortSoundByItsWords(t *testing.T) {
+	const played = "I can book a table for four at seven tonight"
+	shortSound := func(t *testing.T, cfg ArbiterConfig) (*Arbiter, []made) {
+		t.Helper()
+		a := NewArbiter(cfg)
+		feed(a, 0.1, time.Second, true)
+		// A 600 ms "uh-huh" on a line with no echo (a pause of the
+		// agent's words as far as the arbiter can tell).
+		got := feedAgent(a, 0.9, 600*time.Millisecond, AgentTurn)
+		got = append(got, feedAgent(a, 0.05, DefaultResumeQuiet, AgentTurn)...)
+		return a, got
+	}
+	t.Run("it ends: the words are awaited", func(t *testing.T) {
+		_, got := shortSound(t, ArbiterConfig{})
+		end := time.Second + 600*time.Millisecond + DefaultResumeQuiet
+		if len(got) != 2 || got[0].d.Action != Suspect || got[1].d.Action != AwaitWords || got[1].at != end {
+			t.Fatalf("%+v, want suspect then await_words at %v", got, end)
+		}
+	})
+	for _, tc := range []struct {
+		name, text string
+		want       Action
+		reason     string
+		keep       bool
+	}{
+		{"a backchannel resumes", "uh huh", Resume, ReasonBackchannel, false},
+		{"a misheard backchannel resumes", "o'clock", Resume, ReasonShortSound, false},
+		{"a word that asks for the floor confirms", "stop", Confirm, ReasonTranscript, true},
+		{"two words of the caller's confirm", "Friday instead", Confirm, ReasonTranscript, true},
+		{"the agent's own words resume", "seven tonight", Resume, ReasonEchoTranscript, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, _ := shortSound(t, ArbiterConfig{})
+			d, keep := a.Transcript(tc.text, played, AgentTurn)
+			if d.Action != tc.want || d.Reason != tc.reason || keep != tc.keep {
+				t.Fatalf("Transcript(%q) = %+v keep=%v, want %v %q keep=%v", tc.text, d, keep, tc.want, tc.reason, tc.keep)
+			}
+		})
+	}
+	t.Run("no words within WordsWait: resumed", func(t *testing.T) {
+		a, _ := shortSound(t, ArbiterConfig{})
+		got := feedAgent(a, 0.05, time.Second, AgentTurn)
+		end := time.Second + 600*time.Millisecond + DefaultResumeQuiet + DefaultWordsWait
+		if len(got) != 1 || got[0].d.Action != Resume || got[0].d.Reason != ReasonNotConfirmed || got[0].at != end {
+			t.Fatalf("%+v, want resume not_confirmed at %v", got, end)
+		}
+	})
+	t.Run("no recogniser: resumed when it ends", func(t *testing.T) {
+		_, got := shortSound(t, ArbiterConfig{WordsWait: -1})
+		end := time.Second + 600*time.Millisecond + DefaultResumeQuiet
+		if len(got) != 2 || got[1].d.Action != Resume || got[1].at != end {
+			t.Fatalf("%+v, want resume at %v", got, end)
+		}
+	})
+	t.Run("the caller goes on while the words are awaited: its length decides", func(t *testing.T) {
+		a, _ := shortSound(t, ArbiterConfig{})
+		got := feedAgent(a, 0.9, time.Second, AgentTurn)
+		if len(got) != 1 || got[0].d.Action != Confirm || got[0].d.Reason != ReasonSpeechContinued {
+			t.Fatalf("%+v, want a confirm", got)
+		}
+	})
+}
+
+// However the caller's sound comes and goes, the verdict comes by the
+// suspicion's Within.
+func TestArbiterVerdictComesWithinItsBound(t *testing.T) {
+	for _, pattern := range [][2]int{{1, 1}, {3, 9}, {9, 9}, {1, 12}, {7, 3}} {
+		a := NewArbiter(ArbiterConfig{})
+		a.SetEchoTail(450 * time.Millisecond)
+		feed(a, 0.1, time.Second, true)
+		got := feed(a, 0.9, DefaultSpeakingMinSpeech, true)
+		if len(got) != 1 || got[0].d.Action != Suspect {
+			t.Fatalf("setup: %+v", got)
+		}
+		due := got[0].at + got[0].d.Within
+		var verdict *made
+		for i := 0; verdict == nil && i < 500; i++ {
+			prob := float32(0.05)
+			if i%(pattern[0]+pattern[1]) < pattern[0] {
+				prob = 0.9
+			}
+			for _, m := range feedAgent(a, prob, step, AgentTurn) {
+				if m.d.Action == Confirm || m.d.Action == Resume {
+					verdict = &m
+				}
+			}
+		}
+		if verdict == nil || verdict.at > due {
+			t.Errorf("sound on %d frames, off %d: verdict %+v, due by %v", pattern[0], pattern[1], verdict, due)
+		}
 	}
 }
 

@@ -291,7 +291,7 @@ func scenesOf(clips []corpus.Clip) []eval.Scene {
 			Agent: c.Far, AgentText: c.AgentText,
 			EchoDelay: int(c.Delay * time.Duration(c.Rate) / time.Second), EchoTaps: c.EchoTaps,
 			User: user, Noise: c.Background,
-			UserOnset: c.UserOnset, GainDB: c.GainDB,
+			UserOnset: c.UserOnset, UserEnd: c.UserEnd, GainDB: c.GainDB,
 			NoEcho: c.NoEcho, UserLevelDB: c.UserLevelDB, Voice: c.Voice,
 			Before: earlierTurn(clips, i),
 		}

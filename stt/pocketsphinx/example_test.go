@@ -86,7 +86,17 @@ func ExampleGrammar() {
 	//
 	// <phrase> =
 	// 	  table for <number> [<minutes>] at <number> [<minutes>]
-	// 	| yes please;
+	// 	| yes please
+	// 	| uh-huh
+	// 	| mhm
+	// 	| hmm
+	// 	| mm
+	// 	| yeah
+	// 	| yep
+	// 	| okay
+	// 	| right
+	// 	| sure
+	// 	| alright;
 	//
 	// <number> = one | two | three | four | five | six | seven | eight | nine | ten | eleven | twelve;
 	//
@@ -95,7 +105,8 @@ func ExampleGrammar() {
 	// <free> = <word>+;
 	//
 	// <word> =
-	// 	  /1e-15/ at
+	// 	  /1e-15/ alright
+	// 	| /1e-15/ at
 	// 	| /1e-15/ eight
 	// 	| /1e-15/ eleven
 	// 	| /1e-15/ fifteen
@@ -105,11 +116,17 @@ func ExampleGrammar() {
 	// 	| /1e-15/ forty
 	// 	| /1e-15/ forty-five
 	// 	| /1e-15/ four
+	// 	| /1e-15/ hmm
+	// 	| /1e-15/ mhm
+	// 	| /1e-15/ mm
 	// 	| /1e-15/ nine
+	// 	| /1e-15/ okay
 	// 	| /1e-15/ one
 	// 	| /1e-15/ please
+	// 	| /1e-15/ right
 	// 	| /1e-15/ seven
 	// 	| /1e-15/ six
+	// 	| /1e-15/ sure
 	// 	| /1e-15/ table
 	// 	| /1e-15/ ten
 	// 	| /1e-15/ thirty
@@ -117,5 +134,8 @@ func ExampleGrammar() {
 	// 	| /1e-15/ twelve
 	// 	| /1e-15/ twenty
 	// 	| /1e-15/ two
+	// 	| /1e-15/ uh-huh
+	// 	| /1e-15/ yeah
+	// 	| /1e-15/ yep
 	// 	| /1e-15/ yes;
 }

@@ -39,12 +39,21 @@ type compiled struct {
 	prons map[string][]string // word -> its dictionary lines
 }
 
+// Backchannels are phrases every grammar built from phrases takes besides
+// the caller's own: what people say to keep the agent talking. Without them
+// the grammar fits such a sound to the nearest thing it has ("o'clock" for
+// "uh-huh"), which reads as the caller taking the floor.
+var Backchannels = []string{"uh-huh", "mhm", "hmm", "mm", "yeah", "yep", "okay", "right", "sure", "alright"}
+
 // compile normalises phrases, checks their words against the dictionary at
-// dictPath and builds the grammar.
+// dictPath and builds the grammar, with the Backchannels.
 func compile(phrases []string, dictPath string) (*compiled, error) {
 	var norm [][]string
 	need := map[string]bool{}
-	for _, p := range phrases {
+	for i, p := range append(slices.Clip(phrases), Backchannels...) {
+		if i == len(phrases) && len(norm) == 0 {
+			return nil, errors.New("pocketsphinx: no phrase has a word in it")
+		}
 		w := Normalise(p)
 		if len(w) == 0 {
 			continue
@@ -57,9 +66,6 @@ func compile(phrases []string, dictPath string) (*compiled, error) {
 				need[part] = true
 			}
 		}
-	}
-	if len(norm) == 0 {
-		return nil, errors.New("pocketsphinx: no phrase has a word in it")
 	}
 	for _, w := range append(slices.Clone(countWords), minuteWords...) {
 		need[w] = true

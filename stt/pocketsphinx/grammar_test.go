@@ -54,7 +54,7 @@ func TestGrammar(t *testing.T) {
 		"#JSGF V1.0;",
 		"public <utterance> = <phrase> | <free>;",
 		// Numbers generalised, and the two phrases are now one.
-		"book a table for <number> [<minutes>] at <number> [<minutes>]\n\t| yes please\n\t| my code is <number> <number> <number> <number>;",
+		"book a table for <number> [<minutes>] at <number> [<minutes>]\n\t| yes please\n\t| my code is <number> <number> <number> <number>\n\t| uh-huh\n\t| mhm",
 		"<number> = one | two |",
 		"<free> = <word>+;",
 		"/1e-15/ yes;",

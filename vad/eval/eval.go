@@ -71,8 +71,9 @@ type Scene struct {
 	// User and Noise are what else the microphone hears, on the scene's
 	// timeline; the scene lasts len(User) samples.
 	User, Noise []int16
-	// UserOnset is when the caller starts speaking (-1: never).
-	UserOnset time.Duration
+	// UserOnset is when the caller starts speaking (-1: never), and
+	// UserEnd when the caller's sound ends (0: not known).
+	UserOnset, UserEnd time.Duration
 	// GainDB labels the echo level, for the report.
 	GainDB float64
 	// NoEcho labels a line that returns no echo at all (a digital trunk);
@@ -174,6 +175,10 @@ type Config struct {
 	// STTLatency is how long after a word ends its transcript reaches the
 	// arbiter (default 300 ms).
 	STTLatency time.Duration
+	// FinalLatency is how long after the arbiter asks for a short
+	// sound's words (AwaitWords) the recogniser's final reaches it, if it
+	// has not already (default 100 ms).
+	FinalLatency time.Duration
 	// Arbiter is the configuration under test (zero: the defaults).
 	Arbiter vad.ArbiterConfig
 	// Trace, if set, is called with each scene's outcome under each mode,
@@ -218,6 +223,13 @@ type Result struct {
 	// BackchannelRate is the share of backchannel scenes that interrupted
 	// the agent.
 	BackchannelRate float64 `json:"backchannel_interrupt_rate"`
+	// ResumeGapP50 and ResumeGapP95 are percentiles, over backchannel
+	// scenes that paused the output and did not interrupt it, of the time
+	// from the end of the caller's sound to the output playing again:
+	// the silence the caller waits through. ResumeGaps counts them.
+	ResumeGapP50 float64 `json:"resume_gap_p50_ms"`
+	ResumeGapP95 float64 `json:"resume_gap_p95_ms"`
+	ResumeGaps   int     `json:"resume_gaps"`
 	// PauseRate is the share of echo-only scenes in which the output
 	// paused at least once (Full only): a stutter, not an interruption.
 	// Lines without echo (NoEcho scenes) are left out: see NoEchoPauseRate.
@@ -266,6 +278,7 @@ type outcome struct {
 	confirmedAt time.Duration // when
 	silencedAt  time.Duration // first Suspect or Confirm at or after the onset, -1 if none
 	paused      bool          // some Suspect came
+	resumedAt   time.Duration // the last Resume, -1 if none
 	decisions   []string
 }
 
@@ -279,6 +292,9 @@ func Run(ctx context.Context, cfg Config, scenes []Scene, modes []Mode, vadName 
 	}
 	if cfg.STTLatency == 0 {
 		cfg.STTLatency = 300 * time.Millisecond
+	}
+	if cfg.FinalLatency == 0 {
+		cfg.FinalLatency = 100 * time.Millisecond
 	}
 	dets := &detectors{make: cfg.Detector}
 	defer dets.close()
@@ -349,6 +365,9 @@ func runWithTranscripts(ctx context.Context, cfg Config, dets *detectors, scenes
 	plans := make([][]transcript, len(scenes))
 	for j, s := range segs {
 		if len(words[j]) == 0 {
+			// The recogniser's empty final, when the arbiter asks for
+			// the words.
+			plans[s.scene] = append(plans[s.scene], transcript{onset: s.sus.onset, at: math.MaxInt64})
 			continue
 		}
 		text := ""
@@ -459,6 +478,10 @@ func play(cfg Config, dets *detectors, m Mode, sc Scene, plan []transcript) (out
 	case Gating, AEC:
 		acfg.NoResume = true
 	}
+	if cfg.Transcriber == nil {
+		// No recogniser: a short sound's verdict cannot wait for words.
+		acfg.WordsWait = -1
+	}
 	arb := vad.NewArbiter(acfg)
 
 	taps := echoPath(sc)
@@ -479,7 +502,7 @@ func play(cfg Config, dets *detectors, m Mode, sc Scene, plan []transcript) (out
 	}
 	paused := false
 	lastAudible := time.Duration(-1)
-	o := outcome{silencedAt: -1}
+	o := outcome{silencedAt: -1, resumedAt: -1}
 	var sus []suspicion
 	var suspectOnset, pausedSince time.Duration
 	onset := sc.UserOnset
@@ -561,6 +584,10 @@ func play(cfg Config, dets *detectors, m Mode, sc Scene, plan []transcript) (out
 			p := &plan[i]
 			if !p.done && p.at <= now && arb.Suspecting() && p.onset == suspectOnset {
 				p.done = true
+				if p.text == "" {
+					d = arb.NoWords()
+					continue
+				}
 				d, _ = arb.Transcript(p.text, playedText(sc, cursor), agent)
 				if cfg.Trace != nil {
 					o.decisions = append(o.decisions, fmt.Sprintf("%.2fs heard %q", now.Seconds(), p.text))
@@ -576,7 +603,15 @@ func play(cfg Config, dets *detectors, m Mode, sc Scene, plan []transcript) (out
 			from := max(d.Onset-200*time.Millisecond, 0)
 			sus = append(sus, suspicion{onset: d.Onset, from: from})
 		case vad.Resume:
-			paused = false
+			paused, o.resumedAt = false, now
+		case vad.AwaitWords:
+			// The recogniser is told the utterance ended: its final
+			// comes soon, whenever its last word ended.
+			for i := range plan {
+				if p := &plan[i]; !p.done && p.onset == suspectOnset {
+					p.at = min(p.at, now+cfg.FinalLatency)
+				}
+			}
 		case vad.Confirm:
 			if !o.interrupted {
 				o.interrupted, o.confirmedAt = true, now
@@ -598,7 +633,7 @@ func play(cfg Config, dets *detectors, m Mode, sc Scene, plan []transcript) (out
 	for i := range sus {
 		s := &sus[i]
 		from := media.SamplesFor(rate, s.from)
-		to := min(media.SamplesFor(rate, s.onset+cfgd.SpeakingMinSpeech+cfgd.ResumeAfter), len(cleanAll))
+		to := min(media.SamplesFor(rate, s.onset+cfgd.ShortSound+cfgd.ResumeQuiet), len(cleanAll))
 		if from < to {
 			s.audio = slices.Clone(cleanAll[from:to])
 		}
@@ -662,7 +697,7 @@ func summarise(m Mode, vadName string, scenes []Scene, outs []outcome) Result {
 	}
 	var falseLow, echoLow, paused, missed, backInt, echoes, noEchoFalse, noEchoPaused int
 	byGain := map[float64][2]int{}
-	var lat []float64
+	var lat, gaps []float64
 	type sliceKey struct {
 		line  string
 		level float64
@@ -734,6 +769,9 @@ func summarise(m Mode, vadName string, scenes []Scene, outs []outcome) Result {
 				v[0]++
 			}
 			byVoice[sc.Voice] = v
+			if !o.interrupted && o.paused && o.resumedAt >= 0 && sc.UserEnd > 0 {
+				gaps = append(gaps, float64(max(o.resumedAt-sc.UserEnd, 0))/float64(time.Millisecond))
+			}
 		}
 	}
 	r.FalseBargeInRate = ratio(falseLow, echoLow)
@@ -770,6 +808,7 @@ func summarise(m Mode, vadName string, scenes []Scene, outs []outcome) Result {
 	r.MissRate = ratio(missed, r.BargeIns)
 	r.BackchannelRate = ratio(backInt, r.Backchannels)
 	r.DetectP50, r.DetectP95 = percentile(lat, 50), percentile(lat, 95)
+	r.ResumeGapP50, r.ResumeGapP95, r.ResumeGaps = percentile(gaps, 50), percentile(gaps, 95), len(gaps)
 	return r
 }
 

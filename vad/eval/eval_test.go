@@ -120,7 +120,9 @@ func TestTranscriptCheckResumesOnTheAgentsWords(t *testing.T) {
 	cfg := Config{
 		Detector:  func(int) (vad.Detector, error) { return vad.NewEnergy(), nil },
 		Canceller: func(int) (Canceller, error) { return &passThrough{}, nil },
-		Arbiter:   vad.ArbiterConfig{EchoTail: 100 * time.Millisecond},
+		// The echo outlasts the short-sound bound, so its length alone
+		// would confirm it.
+		Arbiter: vad.ArbiterConfig{EchoTail: 100 * time.Millisecond, ShortSound: 300 * time.Millisecond},
 	}
 	without, err := Run(context.Background(), cfg, []Scene{sc}, []Mode{Full}, "energy")
 	if err != nil {
