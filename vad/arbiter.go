@@ -273,8 +273,8 @@ const (
 // Arbiter is deterministic and needs no clock. It allocates nothing per
 // frame and is not safe for concurrent use.
 type Arbiter struct {
-	cfg  ArbiterConfig
-	seg  *Segmenter
+	cfg   ArbiterConfig
+	seg   *Segmenter
 	back  map[string]bool // normalised backchannels, one or more words
 	floor map[string]bool // words that ask for the floor
 
@@ -298,7 +298,7 @@ type Arbiter struct {
 	deadline, quiet, waited time.Duration
 	awaiting                bool
 	resumedAt               time.Duration
-	resumed                         bool
+	resumed                 bool
 	// quietRun is silence while the caller holds the floor.
 	quietRun time.Duration
 	// segBase is the audio time at which seg was last reset: its times
