@@ -167,13 +167,17 @@ func printTable(w io.Writer, scenes []eval.Scene, results []eval.Result) error {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "vad\tmode\tfalse ≤-6dB\tfalse -3dB\tmiss\tdetect p50\tdetect p95\tbackchannel\techo pauses\t")
+	fmt.Fprintln(tw, "vad\tmode\tfalse ≤-6dB\tfalse -3dB\tmiss\tdetect p50\tdetect p95\tbackchannel\tresume gap p50/p95\techo pauses\t")
 	for _, r := range results {
 		detected := r.BargeIns > 0 && r.MissRate < 1
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.VAD, r.Mode,
+		gap := "–"
+		if r.ResumeGaps > 0 {
+			gap = fmt.Sprintf("%.0f/%.0f ms", r.ResumeGapP50, r.ResumeGapP95)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.VAD, r.Mode,
 			share(r.FalseBargeInRate, lowEcho), share(r.FalseBargeInByGain["-3"], echo3), share(r.MissRate, r.BargeIns > 0),
 			millis(r.DetectP50, detected), millis(r.DetectP95, detected),
-			share(r.BackchannelRate, r.Backchannels > 0), share(r.PauseRate, r.EchoClips > r.NoEchoEchoClips))
+			share(r.BackchannelRate, r.Backchannels > 0), gap, share(r.PauseRate, r.EchoClips > r.NoEchoEchoClips))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

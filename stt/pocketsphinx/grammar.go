@@ -39,18 +39,22 @@ type compiled struct {
 	prons map[string][]string // word -> its dictionary lines
 }
 
-// Backchannels are phrases every grammar built from phrases takes besides
-// the caller's own: what people say to keep the agent talking. Without them
-// the grammar fits such a sound to the nearest thing it has ("o'clock" for
-// "uh-huh"), which reads as the caller taking the floor.
-var Backchannels = []string{"uh-huh", "mhm", "hmm", "mm", "yeah", "yep", "okay", "right", "sure", "alright"}
+// Backchannels and FloorPhrases are phrases every grammar built from
+// phrases takes besides the caller's own: what people say over an agent to
+// keep it talking, and what they say to stop it. Without them the grammar
+// fits such a sound to the nearest thing it has ("o'clock" for "uh-huh"),
+// and a barge-in is judged on words the caller did not say.
+var (
+	Backchannels = []string{"uh-huh", "mhm", "hmm", "mm", "yeah", "yep", "okay", "right", "sure", "alright"}
+	FloorPhrases = []string{"wait", "stop", "hold on", "hang on", "sorry", "excuse me", "actually", "hello"}
+)
 
 // compile normalises phrases, checks their words against the dictionary at
-// dictPath and builds the grammar, with the Backchannels.
+// dictPath and builds the grammar, with the Backchannels and FloorPhrases.
 func compile(phrases []string, dictPath string) (*compiled, error) {
 	var norm [][]string
 	need := map[string]bool{}
-	for i, p := range append(slices.Clip(phrases), Backchannels...) {
+	for i, p := range slices.Concat(phrases, Backchannels, FloorPhrases) {
 		if i == len(phrases) && len(norm) == 0 {
 			return nil, errors.New("pocketsphinx: no phrase has a word in it")
 		}
