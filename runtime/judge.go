@@ -52,7 +52,11 @@ func (j *InputJudge) Frame(prob float32, d time.Duration, agent vad.Agent) (vad.
 // words or as ignored (a backchannel, the agent's own words, words the
 // voice activity did not confirm).
 func (j *InputJudge) Transcript(text string, final bool, played string, agent vad.Agent) (vad.Decision, []Input) {
-	dec, keep := j.arb.Transcript(text, played, agent)
+	judge := j.arb.Transcript
+	if final {
+		judge = j.arb.Final
+	}
+	dec, keep := judge(text, played, agent)
 	if final && !j.Judging(text) {
 		dec = j.arb.NoWords()
 	}

@@ -158,9 +158,7 @@ type ArbiterConfig struct {
 	// no recogniser listens: a short sound resumes at once.
 	WordsWait time.Duration
 	// FloorWords are words that, said over the agent, ask for the floor
-	// however short the sound (default DefaultFloorWords). Two or more
-	// recognised words that are neither the agent's nor backchannels ask
-	// for it too.
+	// however short the sound (default DefaultFloorWords).
 	FloorWords []string
 	// Backchannels are utterances that never interrupt (default
 	// DefaultBackchannels). Matching ignores case and punctuation.
@@ -297,6 +295,8 @@ type Arbiter struct {
 	// sound ended and its words are awaited, for waited so far.
 	deadline, quiet, waited time.Duration
 	awaiting                bool
+	// final: the transcript being judged is a final (see Final).
+	final bool
 	resumedAt               time.Duration
 	resumed                 bool
 	// quietRun is silence while the caller holds the floor.
@@ -526,7 +526,7 @@ func (a *Arbiter) Transcript(text, played string, agent Agent) (d Decision, keep
 		return a.confirm(ReasonTranscript), true
 	}
 	if a.state == stateSuspected {
-		if a.asksFloor(words, played) {
+		if a.asksFloor(words) {
 			d := a.confirm(ReasonTranscript)
 			if a.quiet < a.cfg.Segmenter.MinSilence {
 				// The caller is speaking, or just paused: the silence
@@ -539,10 +539,10 @@ func (a *Arbiter) Transcript(text, played string, agent Agent) (d Decision, keep
 			a.resetSeg()
 			return d, true
 		}
-		if a.awaiting {
-			// The short sound's words do not ask for the floor: a
-			// backchannel the recogniser misheard, a cough it read as a
-			// word.
+		if a.awaiting || (a.final && a.quiet > 0) {
+			// The short sound's words, all of them, and they do not ask
+			// for the floor: a backchannel the recogniser misheard, a
+			// cough it read as a word.
 			return a.resume(ReasonShortSound), false
 		}
 	}
@@ -567,24 +567,27 @@ func (a *Arbiter) NoWords() Decision {
 	return Decision{}
 }
 
+// Final is Transcript for a recogniser's final result, the settled words of
+// an utterance: one that comes once a short sound over the agent has ended
+// decides it, even before the arbiter asks for it.
+func (a *Arbiter) Final(text, played string, agent Agent) (d Decision, keep bool) {
+	a.final = true
+	defer func() { a.final = false }()
+	return a.Transcript(text, played, agent)
+}
+
 // asksFloor reports whether words said over the agent ask for the floor,
-// however short the sound: a floor word, or two words that are neither the
-// agent's nor backchannels.
-func (a *Arbiter) asksFloor(words []string, played string) bool {
-	agent := map[string]bool{}
-	for _, w := range Words(played) {
-		agent[w] = true
-	}
-	other := 0
+// however short the sound: one of the floor words. Other words do not: what
+// a recogniser makes of an "uh-huh" it does not know is words too ("the
+// a", "book the"), and a caller who means to take the floor goes on
+// talking.
+func (a *Arbiter) asksFloor(words []string) bool {
 	for _, w := range words {
-		switch {
-		case a.floor[w]:
+		if a.floor[w] {
 			return true
-		case !agent[w] && !a.back[w]:
-			other++
 		}
 	}
-	return other >= 2
+	return false
 }
 
 // classify says what a transcript heard while the agent is audible is.

@@ -588,7 +588,7 @@ func play(cfg Config, dets *detectors, m Mode, sc Scene, plan []transcript) (out
 					d = arb.NoWords()
 					continue
 				}
-				d, _ = arb.Transcript(p.text, playedText(sc, cursor), agent)
+				d, _ = arb.Final(p.text, playedText(sc, cursor), agent)
 				if cfg.Trace != nil {
 					o.decisions = append(o.decisions, fmt.Sprintf("%.2fs heard %q", now.Seconds(), p.text))
 				}
