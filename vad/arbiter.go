@@ -296,9 +296,9 @@ type Arbiter struct {
 	deadline, quiet, waited time.Duration
 	awaiting                bool
 	// final: the transcript being judged is a final (see Final).
-	final bool
-	resumedAt               time.Duration
-	resumed                 bool
+	final     bool
+	resumedAt time.Duration
+	resumed   bool
 	// quietRun is silence while the caller holds the floor.
 	quietRun time.Duration
 	// segBase is the audio time at which seg was last reset: its times
