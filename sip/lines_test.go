@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"math"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"slices"
@@ -80,7 +79,7 @@ type phoneLine struct {
 
 var (
 	cleanLine      = phoneLine{"no echo", 0, -200, 0}
-	quietCaller    = phoneLine{"no echo, caller 6 dB quieter", 0, -200, -6}
+	quietCaller    = phoneLine{"no echo and the caller 6 dB quieter", 0, -200, -6}
 	nearEchoLine   = phoneLine{"echo -10 dB at 60 ms", 60 * time.Millisecond, -10, 0}
 	strongEchoLine = phoneLine{"echo -6 dB at 120 ms", 120 * time.Millisecond, -6, 0}
 )
@@ -231,17 +230,8 @@ func backchannelSounds(t *testing.T) []shortSound {
 	return out
 }
 
-// cough is a 180 ms burst of noise, loud as a word, falling away: what the
-// line hears of a cough.
-func cough() shortSound {
-	r := rand.New(rand.NewPCG(1, 2))
-	pcm := make([]int16, 8000*180/1000)
-	for i := range pcm {
-		env := math.Exp(-float64(i) / 8000 / 0.06)
-		pcm[i] = int16(max(-32767, min(32767, r.NormFloat64()*9000*env)))
-	}
-	return shortSound{name: "cough", pcm: pcm}
-}
+// cough is corpus.Cough at 8 kHz.
+func cough() shortSound { return shortSound{name: "cough", pcm: corpus.Cough(media.Rate8k)} }
 
 // loudSpan is the first and last loud samples of pcm.
 func loudSpan(pcm []int16) (from, to int) {

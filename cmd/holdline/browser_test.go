@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/holdline/holdline/media"
+	"github.com/holdline/holdline/vad/corpus"
 )
 
 // browserResult is what test/browser/run.mjs prints.
@@ -35,6 +39,11 @@ type browserResult struct {
 	SessionStarts     int     `json:"sessionStarts"`
 	TransportLost     int     `json:"transportLost"`
 	TransportRestored int     `json:"transportRestored"`
+
+	Gaps      []int `json:"gapsMs"`
+	Silences  []int `json:"silencesMs"`
+	Cuts      int   `json:"cuts"`
+	TrialsRun int   `json:"trialsRun"`
 
 	Latencies      []int `json:"latenciesMs"`
 	StatsLatencies []int `json:"statsLatenciesMs"`
@@ -197,5 +206,100 @@ func TestBrowserBargeInStopsTheAgent(t *testing.T) {
 	}
 	if worst := sorted[len(sorted)-1]; worst > 1500 {
 		t.Errorf("the agent went on for %d ms over the caller: it was not interrupted", worst)
+	}
+}
+
+// soundsWAV writes sounds, 16 kHz, each after a pause, as a 48 kHz WAV for
+// Chromium's fake microphone: each unmute at a pause plays the next one.
+func soundsWAV(t *testing.T, sounds [][]int16) string {
+	t.Helper()
+	var pcm []int16
+	pause := make([]int16, media.Rate16k*3/2)
+	for _, s := range sounds {
+		pcm = append(append(pcm, pause...), s...)
+	}
+	pcm = append(pcm, pause...)
+	dir := t.TempDir()
+	raw, wav := filepath.Join(dir, "raw.wav"), filepath.Join(dir, "sounds.wav")
+	var b bytes.Buffer
+	if err := media.WriteWAV(&b, pcm, media.Rate16k); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(raw, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("sox", raw, "-r", "48000", "-c", "1", "-b", "16", wav).CombinedOutput(); err != nil {
+		t.Fatalf("sox: %v: %s", err, out)
+	}
+	return wav
+}
+
+// browserTrials is how many short sounds each browser run makes:
+// HOLDLINE_BROWSER_TRIALS, or def.
+func browserTrials(t *testing.T, def int) int {
+	t.Helper()
+	v := os.Getenv("HOLDLINE_BROWSER_TRIALS")
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("HOLDLINE_BROWSER_TRIALS=%q: want a positive number", v)
+	}
+	return n
+}
+
+// In the browser, on this machine's engines, the caller says "uh-huh",
+// "yeah", "okay", "mm-hmm" or "right" (the corpus's backchannels, 0.4-0.8 s,
+// in three voices), or coughs, over a long answer: at most one in ten cuts
+// the answer; the agent is back within 500 ms of the sound's end (p95) and
+// never silent for more than a second, measured in the page.
+// HOLDLINE_BROWSER_TRIALS=20 runs 20 of each (make test: 6 and 3).
+func TestBrowserBackchannelsAndCoughsDoNotCutTheAgent(t *testing.T) {
+	node, script := needBrowser(t)
+	clips, err := corpus.Generate(context.Background(), corpus.Options{Rate: media.Rate16k, EchoSentences: 1, BargeIns: 1, Backchannels: 15})
+	if err != nil {
+		t.Skipf("corpus: %v", err)
+	}
+	var backchannels [][]int16
+	for _, c := range clips {
+		if c.Kind == corpus.Backchannel && c.UserLevelDB == 0 {
+			at := func(d time.Duration) int { return int(d.Seconds() * media.Rate16k) }
+			backchannels = append(backchannels, c.User[at(c.UserOnset):at(c.UserEnd)])
+		}
+	}
+	cough := corpus.Cough(media.Rate16k)
+	for _, tc := range []struct {
+		name   string
+		sounds [][]int16
+		trials int
+	}{
+		{"backchannels", backchannels, browserTrials(t, 6)},
+		{"coughs", [][]int16{cough, cough, cough}, max(browserTrials(t, 3)/2, 3)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			url := serveForBrowser(t, ctx)
+			r := runBrowser(t, ctx, node, script, "backchannel", url, soundsWAV(t, tc.sounds), t.ArtifactDir(), strconv.Itoa(tc.trials))
+			gaps, silences := slices.Sorted(slices.Values(r.Gaps)), slices.Sorted(slices.Values(r.Silences))
+			pct := func(xs []int, p float64) int {
+				if len(xs) == 0 {
+					return -1
+				}
+				return xs[min(len(xs)-1, int(math.Ceil(p*float64(len(xs))))-1)]
+			}
+			t.Logf("%s: %d of %d cut the answer (%d discarded: the agent was between words); resume gap p50 %d ms, p95 %d ms, all %v; longest silence p50 %d ms, max %d ms",
+				tc.name, r.Cuts, r.TrialsRun, r.Discarded, pct(gaps, 0.5), pct(gaps, 0.95), gaps, pct(silences, 0.5), pct(silences, 1))
+			if r.Cuts*10 > r.TrialsRun {
+				t.Errorf("%d of %d %s cut the agent's answer; want at most 1 in 10", r.Cuts, r.TrialsRun, tc.name)
+			}
+			if p := pct(gaps, 0.95); p > 500 {
+				t.Errorf("resume gap p95 %d ms; want at most 500 ms", p)
+			}
+			if m := pct(silences, 1); m > 1000 {
+				t.Errorf("a silence of %d ms at the page; want none over a second", m)
+			}
+		})
 	}
 }

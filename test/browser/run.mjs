@@ -7,6 +7,10 @@
 //   node run.mjs bargein URL WAIT.wav OUTDIR [TRIALS]
 //     interrupt a long answer TRIALS times; time from the caller's speech
 //     onset to the agent's audio stopping, both measured in the page.
+//   node run.mjs backchannel URL SOUNDS.wav OUTDIR [TRIALS]
+//     make a short sound (the WAV's next one) over a long answer TRIALS
+//     times; count the answers cut, and measure at the page the gap from
+//     the sound's end to the agent's voice and the longest silence.
 //
 // The WAV loops in Chrome's fake capture device; the page's mute button
 // gates it, so the script decides when the caller speaks: it unmutes at the
@@ -39,6 +43,7 @@ try {
   await page.waitForFunction(() => window.holdline && window.holdline.state === 'idle');
   if (scenario === 'booking') await booking();
   else if (scenario === 'bargein') await bargein(Number(trialsArg || 20));
+  else if (scenario === 'backchannel') await backchannel(Number(trialsArg || 10));
   else throw new Error(`unknown scenario ${scenario}`);
   result.ok = true;
 } catch (e) {
@@ -293,4 +298,72 @@ async function bargein(trials) {
   result.p95 = pct(0.95);
   result.max = sorted[sorted.length - 1];
   await page.screenshot({ path: `${outDir}/bargein.png`, fullPage: true });
+}
+
+// ------------------------------------------------------------- backchannel
+
+async function backchannel(trials) {
+  await page.evaluate(() => window.holdline.setMuted(true));
+  await page.evaluate(() => window.holdline.connect());
+  await waitEvent((e) => e.kind === 'playout_done', 30000, 'the greeting');
+  Object.assign(result, { gapsMs: [], silencesMs: [], cuts: 0, discarded: 0, trialsRun: 0 });
+  for (let i = 0; result.trialsRun < trials; i++) {
+    if (i >= trials * 3) throw new Error(`only ${result.trialsRun} of ${trials} trials landed while the agent spoke`);
+    await page.waitForFunction(() => {
+      const evs = window.holdline.events;
+      const turn = evs.reduce((m, e) => (e.kind === 'turn_started' ? Math.max(m, e.seq) : m), 0);
+      return evs.some((e) => e.kind === 'idle' && e.seq > turn);
+    }, null, { timeout: 30000, polling: 20 });
+    const s0 = await lastSeq();
+    await page.evaluate(() => window.holdline.sendText('Hello'));
+    const started = await page.waitForFunction((s) => window.holdline.events.find((e) => e.kind === 'playout_started' && e.seq > s), s0, { timeout: 20000, polling: 10 }).then((h) => h.jsonValue());
+    await page.waitForTimeout(300 + Math.floor(Math.random() * 700));
+    const tUnmute = await waitSilenceStart();
+    await page.evaluate(() => window.holdline.setMuted(false));
+    await waitSentQuiet(250);
+    await page.evaluate(() => window.holdline.setMuted(true));
+    // The verdict on a short sound comes within about a second and a
+    // half of its onset; 2.5 s more see it and the words after it.
+    await page.waitForTimeout(2500);
+    const m = await page.evaluate(([tu, loud]) => {
+      const L = window.holdline.levelLog;
+      const k = L.findIndex((l) => l.t > tu && l.sent > loud);
+      if (k < 0) return null;
+      const on = L[k].t;
+      let end = on;
+      for (const l of L.slice(k)) {
+        if (l.sent > loud) end = l.t;
+        else if (l.t - end > 200) break;
+      }
+      const speaking = L.some((l) => l.t >= on - 150 && l.t <= on && l.agent > loud);
+      const backAt = L.find((l) => l.t > end && l.agent > loud);
+      const back = backAt ? backAt.t : null;
+      let longest = 0, last = on - 200;
+      for (const l of L) {
+        if (l.t < on - 200 || (back && l.t > back)) continue;
+        if (l.agent > loud) { longest = Math.max(longest, l.t - last); last = l.t; }
+      }
+      if (!back) longest = Math.max(longest, L[L.length - 1].t - last);
+      return { on, end, speaking, back, longest };
+    }, [tUnmute, LOUD]);
+    const path = await page.evaluate((a) => window.holdline.events
+      .filter((e) => e.seq > a && (e.kind.startsWith('barge_in') || e.kind === 'transcript' || e.kind === 'transcript_ignored' || e.kind === 'turn_interrupted' || e.kind === 'user_turn'))
+      .map((e) => `${(e.at_ns / 1e6).toFixed(0)} ${e.kind}${e.reason ? '(' + e.reason + ')' : ''}${e.text ? ' ' + e.text : ''}`).join(', '), started.seq);
+    if (!m || !m.speaking) {
+      result.discarded++;
+      log(`trial ${i + 1}: discarded (agent speaking at onset: ${m && m.speaking}): ${path}`);
+      continue;
+    }
+    result.trialsRun++;
+    const cut = await page.evaluate((ep) => window.holdline.events.some((e) => e.epoch === ep && (e.kind === 'turn_interrupted' || e.kind === 'playout_truncated')), started.epoch);
+    if (cut) {
+      result.cuts++;
+      log(`trial ${i + 1}: the answer was cut (sound ${Math.round(m.end - m.on)} ms): ${path}`);
+      continue;
+    }
+    const gap = m.back ? Math.round(m.back - m.end) : 99999;
+    result.gapsMs.push(gap);
+    result.silencesMs.push(Math.round(m.longest));
+    log(`trial ${i + 1}: sound ${Math.round(m.end - m.on)} ms; the agent back ${gap} ms after it, longest silence ${Math.round(m.longest)} ms: ${path}`);
+  }
 }

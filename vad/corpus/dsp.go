@@ -309,3 +309,17 @@ func biquad(x []float64, c biquadCoef) []float64 {
 	}
 	return out
 }
+
+// Cough returns a cough at rate: 180 ms of noise, as loud at its start as
+// a word, falling away with a 60 ms time constant. It is a short sound over
+// the agent that has no words: a barge-in arbiter must never take it for a
+// turn, nor leave the line silent long after it.
+func Cough(rate int) []int16 {
+	rng := rand.New(rand.NewPCG(1, 2))
+	out := make([]int16, samples(rate, 180*time.Millisecond))
+	for i := range out {
+		env := math.Exp(-float64(i) / float64(rate) / 0.06)
+		out[i] = sat16(rng.NormFloat64() * 9000 * env)
+	}
+	return out
+}
