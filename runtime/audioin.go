@@ -251,7 +251,7 @@ func (a *audioInput) agent(cancelled bool) vad.Agent {
 	} else {
 		audible = a.tap.audibleWithin(a.judged.EchoTail())
 	}
-	return a.judged.Agent(audible, a.s.agentTurn.Load())
+	return a.judged.Agent(audible, a.s.agentTurn.Load(), a.s.agentPlayed.Load())
 }
 
 func (a *audioInput) push(ctx context.Context, f media.Frame) error {

@@ -118,7 +118,9 @@ type turnState struct {
 	synthDone bool
 	// unspoken: no voice could speak the end of the answer; what will be
 	// heard is the words queued, not the text planned.
-	unspoken    bool
+	unspoken bool
+	// played: some of the turn's audio has played.
+	played      bool
 	playoutDone bool
 	interrupted bool
 	// superseded: newer user input came after this turn began, so its tool
@@ -237,6 +239,7 @@ func (c *conductor) handle(in Input) {
 		c.onSpeechDone(in)
 	case PlayoutStarted:
 		if t := c.liveTurn(in.Epoch); t != nil && !t.playoutDone {
+			t.played = true
 			c.emit(events.Event{Kind: events.PlayoutStarted, Epoch: in.Epoch})
 		}
 	case PlayoutFinished:
@@ -475,6 +478,17 @@ func (c *conductor) finishUserTurn() {
 // started then would talk over a caller who may be taking the floor.
 func (c *conductor) userBusy() bool {
 	return c.userSpeaking || c.paused || c.endpointID != 0 || c.transcriptID != 0 || len(c.userFinals) > 0
+}
+
+// played reports whether a turn that holds the floor has played some of its
+// audio: whether the caller has heard anything of the agent's to answer.
+func (c *conductor) played() bool {
+	for _, t := range c.turns {
+		if t.holdsFloor() && t.played {
+			return true
+		}
+	}
+	return false
 }
 
 // speaking reports whether some turn still holds the floor: its model

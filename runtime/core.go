@@ -138,6 +138,10 @@ func (k *Core) Restore(records []tools.Record) { k.c.ledger.Restore(records) }
 // speech from the caller interrupts (InputJudge.Agent's turn).
 func (k *Core) Speaking() bool { return k.c.speaking() }
 
+// Played reports whether a turn that holds the floor has played some of its
+// audio (InputJudge.Agent's played).
+func (k *Core) Played() bool { return k.c.played() }
+
 // RecentlyPlayed is the words the caller may still hear as echo: what was
 // played of the turns in flight and of the latest turn that stopped, for
 // InputJudge.Transcript.

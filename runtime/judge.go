@@ -27,14 +27,17 @@ func NewInputJudge(cfg InputConfig) *InputJudge {
 
 // Agent says what the agent's output is doing as the caller's audio hears
 // it: audible says its voice may be in the frame (the echo canceller's far
-// end was active), turn that a turn of the agent's holds the floor. A caller
-// whose device removes the agent's voice (EchoFree) never hears it.
-func (j *InputJudge) Agent(audible, turn bool) vad.Agent {
+// end was active), turn that a turn of the agent's holds the floor, played
+// that some of that turn's audio has played. A caller whose device removes
+// the agent's voice (EchoFree) never hears it.
+func (j *InputJudge) Agent(audible, turn, played bool) vad.Agent {
 	switch {
 	case audible && !j.echoFree:
 		return vad.AgentAudible
-	case turn:
+	case turn && played:
 		return vad.AgentTurn
+	case turn:
+		return vad.AgentThinking
 	}
 	return vad.AgentSilent
 }

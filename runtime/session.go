@@ -189,6 +189,8 @@ type Session struct {
 	// agentTurn: a turn of the agent's holds the floor (see
 	// conductor.speaking), as of the last input the conductor handled.
 	agentTurn atomic.Bool
+	// agentPlayed: that turn has played some of its audio.
+	agentPlayed atomic.Bool
 	// ownAEC: the session made the echo canceller and closes it.
 	ownAEC EchoCanceller
 }
@@ -366,6 +368,7 @@ func (s *Session) Run(ctx context.Context) error {
 			// The caller-audio path reads this without asking the
 			// conductor: a turn under way is what speech interrupts.
 			s.agentTurn.Store(c.speaking())
+			s.agentPlayed.Store(c.played())
 		}
 	}
 }

@@ -238,7 +238,7 @@ func (in *input) echoDelay() time.Duration {
 // frame, as the canceller's far-end activity says on a call.
 func (in *input) agent(from, to time.Duration) vad.Agent {
 	audible := in.r.edges.player.playingWithin(to, from-in.echoDelay()-farTail, to)
-	return in.judge.Agent(audible, in.r.core.Speaking())
+	return in.judge.Agent(audible, in.r.core.Speaking(), in.r.core.Played())
 }
 
 // transcript hands the recogniser's final transcript to the judge.

@@ -70,6 +70,12 @@ const (
 	AgentTurn
 	// AgentAudible: the agent's voice may be in this frame, as echo.
 	AgentAudible
+	// AgentThinking: a turn is under way and none of its audio has
+	// played yet (the model or the voice is still coming). The caller has
+	// heard nothing to answer with a backchannel, so speech is their turn
+	// whatever its length: confirmed once ConfirmSpeech of it is heard,
+	// without waiting for ShortSound or its words.
+	AgentThinking
 )
 
 func (g Agent) String() string {
@@ -80,6 +86,8 @@ func (g Agent) String() string {
 		return "turn"
 	case AgentAudible:
 		return "audible"
+	case AgentThinking:
+		return "thinking"
 	}
 	return fmt.Sprintf("Agent(%d)", int(g))
 }
@@ -295,6 +303,9 @@ type Arbiter struct {
 	// sound ended and its words are awaited, for waited so far.
 	deadline, quiet, waited time.Duration
 	awaiting                bool
+	// thinking: the suspicion came while the agent had played nothing of
+	// its turn.
+	thinking bool
 	// final: the transcript being judged is a final (see Final).
 	final     bool
 	resumedAt time.Duration
@@ -411,7 +422,7 @@ func (a *Arbiter) Frame(prob float32, d time.Duration, agent Agent) Decision {
 	}
 	a.state = stateSuspected
 	a.suspectedAt, a.onset, a.heard, a.tail = a.elapsed, a.runStart, 0, 0
-	a.quiet, a.waited, a.awaiting = 0, 0, false
+	a.quiet, a.waited, a.awaiting, a.thinking = 0, 0, false, agent == AgentThinking
 	if a.runAudible {
 		a.tail = a.cfg.EchoTail
 	}
@@ -437,7 +448,7 @@ func (a *Arbiter) listen(prob float32, at, d time.Duration) Decision {
 		if at >= a.suspectedAt+a.tail {
 			a.heard += d
 		}
-		if a.heard >= a.cfg.ConfirmSpeech && a.elapsed-a.onset >= a.cfg.ShortSound {
+		if a.heard >= a.cfg.ConfirmSpeech && (a.thinking || a.elapsed-a.onset >= a.cfg.ShortSound) {
 			return a.confirm(ReasonSpeechContinued)
 		}
 		return Decision{}
@@ -577,18 +588,28 @@ func (a *Arbiter) Final(text, played string, agent Agent) (d Decision, keep bool
 }
 
 // asksFloor reports whether words said over the agent ask for the floor,
-// however short the sound: one of the floor words. Other words do not: what
+// however short the sound: they begin with one of the floor words, after
+// any backchannel or filler ("oh wait", "okay, stop"). People who take the
+// floor in a word or two lead with it; other words do not ask for it: what
 // a recogniser makes of an "uh-huh" it does not know is words too ("the
-// a", "book the"), and a caller who means to take the floor goes on
-// talking.
+// a", "book the", even "are stop"), and a caller who means to take the
+// floor goes on talking.
 func (a *Arbiter) asksFloor(words []string) bool {
 	for _, w := range words {
-		if a.floor[w] {
-			return true
+		if a.back[w] || fillers[w] {
+			continue
 		}
+		return a.floor[w]
 	}
 	return false
 }
+
+// AsksFloor reports whether text, said over the agent, asks for the floor
+// however short the sound (see ArbiterConfig.FloorWords).
+func (a *Arbiter) AsksFloor(text string) bool { return a.asksFloor(Words(text)) }
+
+// fillers are sounds people lead with that are not words of their own.
+var fillers = map[string]bool{"uh": true, "um": true, "er": true, "oh": true, "ah": true, "mm": true, "hmm": true}
 
 // classify says what a transcript heard while the agent is audible is.
 func (a *Arbiter) classify(words []string, played string) string {

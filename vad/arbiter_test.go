@@ -331,6 +331,9 @@ func TestArbiterJudgesAShortSoundByItsWords(t *testing.T) {
 		{"a backchannel resumes", "uh huh", Resume, ReasonBackchannel, false},
 		{"a misheard backchannel resumes", "o'clock", Resume, ReasonShortSound, false},
 		{"a word that asks for the floor confirms", "stop", Confirm, ReasonTranscript, true},
+		{"a floor word after a filler confirms", "oh, wait", Confirm, ReasonTranscript, true},
+		{"a floor word after a backchannel confirms", "okay, stop", Confirm, ReasonTranscript, true},
+		{"a floor word inside other words does not", "are stop", Resume, ReasonShortSound, false},
 		{"words that do not ask for the floor resume", "the a", Resume, ReasonShortSound, false},
 		{"the agent's own words resume", "seven tonight", Resume, ReasonEchoTranscript, false},
 	} {
@@ -410,5 +413,18 @@ func TestArbiterRunHoldsThroughTheQuieterPartsOfWords(t *testing.T) {
 	feed(b, 0.1, time.Second, true)
 	if got := feed(b, 0.6, time.Second, true); len(got) != 0 {
 		t.Fatalf("0.6 alone: %+v, want nothing", got)
+	}
+}
+
+// Before the agent has played anything of its turn, the caller has heard
+// nothing to answer with a backchannel: speech is their turn, confirmed
+// once ConfirmSpeech of it is heard, however short.
+func TestArbiterSpeechBeforeTheAgentPlaysIsATurn(t *testing.T) {
+	a := NewArbiter(ArbiterConfig{})
+	feedAgent(a, 0.1, time.Second, AgentThinking)
+	got := feedAgent(a, 0.9, 400*time.Millisecond, AgentThinking)
+	want := time.Second + DefaultSpeakingMinSpeech + DefaultConfirmSpeech
+	if len(got) != 2 || got[0].d.Action != Suspect || got[1].d.Action != Confirm || got[1].at != want {
+		t.Fatalf("%+v, want a suspicion, then a confirm at %v", got, want)
 	}
 }

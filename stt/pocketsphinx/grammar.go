@@ -43,7 +43,10 @@ type compiled struct {
 // phrases takes besides the caller's own: what people say over an agent to
 // keep it talking, and what they say to stop it. Without them the grammar
 // fits such a sound to the nearest thing it has ("o'clock" for "uh-huh"),
-// and a barge-in is judged on words the caller did not say.
+// and a barge-in is judged on words the caller did not say. They are taken
+// whole only: their words do not join the free loop, where "stop" or
+// "wait" would be strung together with others out of an "uh-huh" ("are
+// stop"). A word the dictionary lacks leaves its phrase out.
 var (
 	Backchannels = []string{"uh-huh", "mhm", "hmm", "mm", "yeah", "yep", "okay", "right", "sure", "alright"}
 	FloorPhrases = []string{"wait", "stop", "hold on", "hang on", "sorry", "excuse me", "actually", "hello"}
@@ -52,7 +55,8 @@ var (
 // compile normalises phrases, checks their words against the dictionary at
 // dictPath and builds the grammar, with the Backchannels and FloorPhrases.
 func compile(phrases []string, dictPath string) (*compiled, error) {
-	var norm [][]string
+	var norm, extras [][]string
+	var src []string // the phrase each of norm came from
 	need := map[string]bool{}
 	for i, p := range slices.Concat(phrases, Backchannels, FloorPhrases) {
 		if i == len(phrases) && len(norm) == 0 {
@@ -62,7 +66,11 @@ func compile(phrases []string, dictPath string) (*compiled, error) {
 		if len(w) == 0 {
 			continue
 		}
-		norm = append(norm, w)
+		if i < len(phrases) {
+			norm, src = append(norm, w), append(src, p)
+		} else {
+			extras = append(extras, w)
+		}
 		for _, x := range w {
 			need[x] = true
 			// A hyphenated word the dictionary lacks is said as its parts.
@@ -94,7 +102,7 @@ func compile(phrases []string, dictPath string) (*compiled, error) {
 				ok = ok && known
 			}
 			if !ok {
-				unknown = append(unknown, fmt.Sprintf("%q in %q", w, phrases[i]))
+				unknown = append(unknown, fmt.Sprintf("%q in %q", w, src[i]))
 				continue
 			}
 			out = append(out, parts...)
@@ -106,8 +114,15 @@ func compile(phrases []string, dictPath string) (*compiled, error) {
 			ErrUnknownWords, dictPath, strings.Join(unknown, ", "))
 	}
 
-	c := &compiled{jsgf: phraseGrammar(norm), prons: map[string][]string{}}
-	for _, p := range norm {
+	known := extras[:0]
+	for _, p := range extras {
+		if !slices.ContainsFunc(p, func(w string) bool { _, ok := prons[w]; return !ok }) {
+			known = append(known, p)
+		}
+	}
+	extras = known
+	c := &compiled{jsgf: phraseGrammar(norm, extras), prons: map[string][]string{}}
+	for _, p := range slices.Concat(norm, extras) {
 		for _, w := range p {
 			c.prons[w] = prons[w]
 		}
@@ -147,8 +162,9 @@ func compile(phrases []string, dictPath string) (*compiled, error) {
 // nothing at all.
 var freeWordWeight = 1e-15
 
-// phraseGrammar writes the JSGF grammar for normalised phrases.
-func phraseGrammar(phrases [][]string) string {
+// phraseGrammar writes the JSGF grammar for normalised phrases, and extras:
+// phrases taken whole, whose words stay out of the free loop.
+func phraseGrammar(phrases, extras [][]string) string {
 	counts, minutes := numberClasses(phrases)
 	var alts []string
 	seen := map[string]bool{}
@@ -178,6 +194,12 @@ func phraseGrammar(phrases [][]string) string {
 		}
 		alt := strings.Join(toks, " ")
 		if !seen[alt] {
+			seen[alt] = true
+			alts = append(alts, alt)
+		}
+	}
+	for _, p := range extras {
+		if alt := strings.Join(p, " "); !seen[alt] {
 			seen[alt] = true
 			alts = append(alts, alt)
 		}
