@@ -132,6 +132,10 @@ type Player struct {
 	// paused holds the queue where it is: ticks write silence (or
 	// nothing) and Played stands still until Resume.
 	paused atomic.Bool
+	// pausedTicks counts the ticks of the current pause; skip is how many
+	// silent frames may still be skipped after it (see Resume). Both are
+	// the Run goroutine's.
+	pausedTicks, skip int
 	// flushed is the flush watermark: epochs <= flushed are dropped. It
 	// changes under mu; the atomic lets Run check it once more, without
 	// the lock, right before a frame or callback leaves the Player.
@@ -415,7 +419,11 @@ func (p *Player) notifyLocked() {
 // Flush and EndEpoch work as usual while paused.
 func (p *Player) Pause() { p.paused.Store(true) }
 
-// Resume ends a Pause.
+// Resume ends a Pause. The caller has just heard silence for as long as the
+// pause lasted, so if the audio it resumes into begins with silence (a
+// pause between the agent's words), that silence is cut short by as much:
+// the voice comes back at once rather than after the pause and the gap
+// both. What was skipped counts as played.
 func (p *Player) Resume() { p.paused.Store(false) }
 
 // Paused reports whether playout is paused.
@@ -501,8 +509,22 @@ func (p *Player) tick() error {
 	p.dones = p.dones[:0]
 	var n int
 	var epoch uint64
-	if !p.paused.Load() {
+	switch {
+	case p.paused.Load():
+		p.pausedTicks++
+	default:
+		if p.pausedTicks > 0 {
+			p.skip, p.pausedTicks = p.pausedTicks, 0
+		}
 		n, epoch = p.pull()
+		for p.skip > 0 && n == p.frameLen && silent(p.frame[:n]) && p.segCount > 0 && p.segs[p.segHead].epoch == epoch {
+			// A silent frame right after a pause: count it as played
+			// and take the next one in its place.
+			p.skip--
+			p.credit(epoch, int64(n))
+			n, epoch = p.pull()
+		}
+		p.skip = 0
 	}
 	if n > 0 {
 		p.credit(epoch, int64(n))
@@ -558,6 +580,16 @@ func (p *Player) tick() error {
 		}
 	}
 	return nil
+}
+
+// silent reports whether a frame holds nothing audible (below -54 dBFS).
+func silent(frame []int16) bool {
+	for _, v := range frame {
+		if v > 64 || v < -64 {
+			return false
+		}
+	}
+	return true
 }
 
 // pull moves up to one frame of the head epoch's audio into p.frame and

@@ -806,6 +806,49 @@ func TestPlayerPauseResumesFromTheSameSample(t *testing.T) {
 	}
 }
 
+// A pause that ends where the agent's words pause too: the silence after
+// the resume point is cut short by as long as the pause lasted, so the
+// caller does not wait through both; what was skipped counts as played.
+func TestPlayerResumeSkipsSilenceAsLongAsThePause(t *testing.T) {
+	p, sink, _ := newTestPlayer(t, WithIdleSilence(true))
+	frame := SamplesFor(Rate16k, DefaultFrameDuration)
+	word := tagged(1, 0, frame)
+	gap := make([]int16, 5*frame)
+	audio := slices.Concat(word, gap, word)
+	enqueue(t, p, 1, audio)
+	tick := func(n int) {
+		for range n {
+			if err := p.tick(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tick(1)
+	p.Pause()
+	tick(3) // three frames of pause
+	p.Resume()
+	tick(3)
+	// Of the five silent frames, three were skipped: two play, then the
+	// second word.
+	heard := sink.written()[4:]
+	if len(heard) != 3 || heard[2].epoch != 1 || !slices.Equal(heard[2].samples, word) {
+		t.Fatalf("after the resume: %d frames, the third %v; want two silent frames, then the word", len(heard), heard)
+	}
+	if got := p.Played(1); got != 7*DefaultFrameDuration {
+		t.Fatalf("Played = %v, want %v: skipped silence counts as played", got, 7*DefaultFrameDuration)
+	}
+	// Audio that resumes into a word plays on as before.
+	enqueue(t, p, 2, slices.Concat(word, word))
+	tick(1)
+	p.Pause()
+	tick(2)
+	p.Resume()
+	tick(1)
+	if got := audioOf(sink.written(), 2); !slices.Equal(got, slices.Concat(word, word)) {
+		t.Fatalf("resumed into a word: %d samples, want both frames", len(got))
+	}
+}
+
 func TestPlayerEpochStartFiresOnceAtTheFirstFrameHeard(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex

@@ -157,7 +157,7 @@ type ArbiterConfig struct {
 	// the output resumes.
 	ShortSound time.Duration
 	// ResumeQuiet is how long the caller must be quiet, once the echo
-	// tail has passed, before a suspicion is ruled out (default 200 ms):
+	// tail has passed, before a suspicion is ruled out (default 160 ms):
 	// longer than the gap inside "uh-huh", short enough that the agent
 	// takes up its sentence again without an awkward wait.
 	ResumeQuiet time.Duration
@@ -208,7 +208,7 @@ const (
 	DefaultEchoTail          = 300 * time.Millisecond
 	DefaultConfirmSpeech     = 200 * time.Millisecond
 	DefaultShortSound        = time.Second
-	DefaultResumeQuiet       = 200 * time.Millisecond
+	DefaultResumeQuiet       = 160 * time.Millisecond
 	DefaultWordsWait         = 300 * time.Millisecond
 	DefaultEchoMatch         = 0.6
 	DefaultDropAfterResume   = 2 * time.Second

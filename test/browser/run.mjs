@@ -317,7 +317,7 @@ async function backchannel(trials) {
     const s0 = await lastSeq();
     await page.evaluate(() => window.holdline.sendText('Hello'));
     const started = await page.waitForFunction((s) => window.holdline.events.find((e) => e.kind === 'playout_started' && e.seq > s), s0, { timeout: 20000, polling: 10 }).then((h) => h.jsonValue());
-    await page.waitForTimeout(300 + Math.floor(Math.random() * 700));
+    await page.waitForTimeout(100 + Math.floor(Math.random() * 500));
     const tUnmute = await waitSilenceStart();
     await page.evaluate(() => window.holdline.setMuted(false));
     await waitSentQuiet(250);
