@@ -192,7 +192,7 @@ type ArbiterConfig struct {
 // however briefly said.
 var DefaultFloorWords = []string{
 	"stop", "wait", "hold", "hang", "no", "nope", "sorry", "excuse", "pardon", "actually",
-	"hey", "hello", "cancel", "what", "help",
+	"cancel", "what", "help",
 }
 
 // DefaultBackchannels are the utterances that do not interrupt by default.

@@ -103,8 +103,7 @@ func ExampleGrammar() {
 	// 	| hang on
 	// 	| sorry
 	// 	| excuse me
-	// 	| actually
-	// 	| hello;
+	// 	| actually;
 	//
 	// <number> = one | two | three | four | five | six | seven | eight | nine | ten | eleven | twelve;
 	//

@@ -49,7 +49,7 @@ type compiled struct {
 // stop"). A word the dictionary lacks leaves its phrase out.
 var (
 	Backchannels = []string{"uh-huh", "mhm", "hmm", "mm", "yeah", "yep", "okay", "right", "sure", "alright"}
-	FloorPhrases = []string{"wait", "stop", "hold on", "hang on", "sorry", "excuse me", "actually", "hello"}
+	FloorPhrases = []string{"wait", "stop", "hold on", "hang on", "sorry", "excuse me", "actually"}
 )
 
 // compile normalises phrases, checks their words against the dictionary at
