@@ -189,10 +189,12 @@ type ArbiterConfig struct {
 }
 
 // DefaultFloorWords are the words that interrupt the agent by default,
-// however briefly said.
+// however briefly said. "No" and "what" are not among them: a recogniser
+// hears a nasal "mm-hmm" as "no" often enough to cut the agent for a caller
+// who meant "go on", and a caller who disagrees goes on talking ("no, I
+// said six"), which is a turn by its length.
 var DefaultFloorWords = []string{
-	"stop", "wait", "hold", "hang", "no", "nope", "sorry", "excuse", "pardon", "actually",
-	"cancel", "what", "help",
+	"stop", "wait", "hold", "hang", "sorry", "excuse", "pardon", "actually", "cancel", "help",
 }
 
 // DefaultBackchannels are the utterances that do not interrupt by default.
@@ -589,14 +591,14 @@ func (a *Arbiter) Final(text, played string, agent Agent) (d Decision, keep bool
 
 // asksFloor reports whether words said over the agent ask for the floor,
 // however short the sound: they begin with one of the floor words, after
-// any backchannel or filler ("oh wait", "okay, stop"). People who take the
+// any backchannel, filler or "no" ("oh wait", "okay, stop", "no, wait"). People who take the
 // floor in a word or two lead with it; other words do not ask for it: what
 // a recogniser makes of an "uh-huh" it does not know is words too ("the
 // a", "book the", even "are stop"), and a caller who means to take the
 // floor goes on talking.
 func (a *Arbiter) asksFloor(words []string) bool {
 	for _, w := range words {
-		if a.back[w] || fillers[w] {
+		if a.back[w] || leadIns[w] {
 			continue
 		}
 		return a.floor[w]
@@ -608,8 +610,9 @@ func (a *Arbiter) asksFloor(words []string) bool {
 // however short the sound (see ArbiterConfig.FloorWords).
 func (a *Arbiter) AsksFloor(text string) bool { return a.asksFloor(Words(text)) }
 
-// fillers are sounds people lead with that are not words of their own.
-var fillers = map[string]bool{"uh": true, "um": true, "er": true, "oh": true, "ah": true, "mm": true, "hmm": true}
+// leadIns are what people say before the word that takes the floor ("oh
+// wait", "no, stop"): fillers, and "no", which alone does not.
+var leadIns = map[string]bool{"uh": true, "um": true, "er": true, "oh": true, "ah": true, "mm": true, "hmm": true, "no": true}
 
 // classify says what a transcript heard while the agent is audible is.
 func (a *Arbiter) classify(words []string, played string) string {

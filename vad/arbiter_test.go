@@ -334,6 +334,8 @@ func TestArbiterJudgesAShortSoundByItsWords(t *testing.T) {
 		{"a floor word after a filler confirms", "oh, wait", Confirm, ReasonTranscript, true},
 		{"a floor word after a backchannel confirms", "okay, stop", Confirm, ReasonTranscript, true},
 		{"a floor word inside other words does not", "are stop", Resume, ReasonShortSound, false},
+		{"a floor word after no confirms", "no, wait", Confirm, ReasonTranscript, true},
+		{"no alone does not", "no", Resume, ReasonShortSound, false},
 		{"words that do not ask for the floor resume", "the a", Resume, ReasonShortSound, false},
 		{"the agent's own words resume", "seven tonight", Resume, ReasonEchoTranscript, false},
 	} {

@@ -3,9 +3,12 @@ package pocketsphinx
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zaf/g711"
 
 	"github.com/holdline/holdline/examples/booking"
 	"github.com/holdline/holdline/media"
@@ -15,7 +18,8 @@ import (
 
 // The barge-in corpus's backchannels ("uh-huh", "yeah", "okay", "mm-hmm",
 // "right" in three voices, 0.4-0.8 s), recognised with the booking agent's
-// grammar as a call would hear them, at 16 kHz and on telephone audio:
+// grammar as a call would hear them, at 16 kHz and on telephone audio
+// (8 kHz through G.711):
 // none comes out as words that ask for the floor (the barge-in arbiter's
 // rule, with its default floor words), which would cut the agent for a
 // caller who only meant "go on".
@@ -40,7 +44,14 @@ func TestBackchannelsAreNotHeardAsFloorWords(t *testing.T) {
 					continue
 				}
 				at := func(d time.Duration) int { return int(d.Seconds() * float64(rate)) }
-				audio := append(append(silence(rate, 200*time.Millisecond), c.User[at(c.UserOnset):at(c.UserEnd)]...), silence(rate, 200*time.Millisecond)...)
+				said := slices.Clone(c.User[at(c.UserOnset):at(c.UserEnd)])
+				if rate == media.Rate8k {
+					// Over a phone line: through G.711.
+					for i, v := range said {
+						said[i] = g711.DecodeUlawFrame(g711.EncodeUlawFrame(v))
+					}
+				}
+				audio := append(append(silence(rate, 200*time.Millisecond), said...), silence(rate, 200*time.Millisecond)...)
 				text, err := recognise(s, rate, audio)
 				if err != nil {
 					t.Fatal(err)

@@ -96,14 +96,7 @@ func ExampleGrammar() {
 	// 	| okay
 	// 	| right
 	// 	| sure
-	// 	| alright
-	// 	| wait
-	// 	| stop
-	// 	| hold on
-	// 	| hang on
-	// 	| sorry
-	// 	| excuse me
-	// 	| actually;
+	// 	| alright;
 	//
 	// <number> = one | two | three | four | five | six | seven | eight | nine | ten | eleven | twelve;
 	//

@@ -39,26 +39,26 @@ type compiled struct {
 	prons map[string][]string // word -> its dictionary lines
 }
 
-// Backchannels and FloorPhrases are phrases every grammar built from
-// phrases takes besides the caller's own: what people say over an agent to
-// keep it talking, and what they say to stop it. Without them the grammar
-// fits such a sound to the nearest thing it has ("o'clock" for "uh-huh"),
-// and a barge-in is judged on words the caller did not say. They are taken
-// whole only: their words do not join the free loop, where "stop" or
-// "wait" would be strung together with others out of an "uh-huh" ("are
-// stop"). A word the dictionary lacks leaves its phrase out.
-var (
-	Backchannels = []string{"uh-huh", "mhm", "hmm", "mm", "yeah", "yep", "okay", "right", "sure", "alright"}
-	FloorPhrases = []string{"wait", "stop", "hold on", "hang on", "sorry", "excuse me", "actually"}
-)
+// Backchannels are phrases every grammar built from phrases takes besides
+// the caller's own: what people say over an agent to keep it talking.
+// Without them the grammar fits such a sound to the nearest thing it has
+// ("o'clock" for "uh-huh"), and a barge-in is judged on words the caller did
+// not say. They are taken whole only: their words do not join the free
+// loop. A word the dictionary lacks leaves its phrase out.
+//
+// Words that stop the agent ("stop", "hold on") are not added: on
+// telephone audio a grammar offering "stop" as a phrase hears some of
+// espeak-ng's "uh-huh"s as it, and would cut the agent for a caller who
+// meant "go on". An agent whose callers say them puts them in its phrases.
+var Backchannels = []string{"uh-huh", "mhm", "hmm", "mm", "yeah", "yep", "okay", "right", "sure", "alright"}
 
 // compile normalises phrases, checks their words against the dictionary at
-// dictPath and builds the grammar, with the Backchannels and FloorPhrases.
+// dictPath and builds the grammar, with the Backchannels.
 func compile(phrases []string, dictPath string) (*compiled, error) {
 	var norm, extras [][]string
 	var src []string // the phrase each of norm came from
 	need := map[string]bool{}
-	for i, p := range slices.Concat(phrases, Backchannels, FloorPhrases) {
+	for i, p := range slices.Concat(phrases, Backchannels) {
 		if i == len(phrases) && len(norm) == 0 {
 			return nil, errors.New("pocketsphinx: no phrase has a word in it")
 		}

@@ -55,7 +55,6 @@ func TestGrammar(t *testing.T) {
 		"public <utterance> = <phrase> | <free>;",
 		// Numbers generalised, and the two phrases are now one.
 		"book a table for <number> [<minutes>] at <number> [<minutes>]\n\t| yes please\n\t| my code is <number> <number> <number> <number>\n\t| uh-huh\n\t| mhm",
-		"\n\t| hold on\n",
 		"<number> = one | two |",
 		"<free> = <word>+;",
 		"/1e-15/ yes;",
