@@ -168,6 +168,12 @@ type ArbiterConfig struct {
 	// FloorWords are words that, said over the agent, ask for the floor
 	// however short the sound (default DefaultFloorWords).
 	FloorWords []string
+	// ContinueWithin: a sound that starts this soon after a short sound
+	// was ruled out on words that were not a backchannel (or on none)
+	// continues it, and its length counts from the first one's onset
+	// (default 500 ms). A caller who pauses after "Just a moment," is
+	// taking the floor; one who said "uh-huh" is not.
+	ContinueWithin time.Duration
 	// Backchannels are utterances that never interrupt (default
 	// DefaultBackchannels). Matching ignores case and punctuation.
 	Backchannels []string
@@ -212,6 +218,7 @@ const (
 	DefaultShortSound        = time.Second
 	DefaultResumeQuiet       = 160 * time.Millisecond
 	DefaultWordsWait         = 300 * time.Millisecond
+	DefaultContinueWithin    = 500 * time.Millisecond
 	DefaultEchoMatch         = 0.6
 	DefaultDropAfterResume   = 2 * time.Second
 )
@@ -241,6 +248,9 @@ func (cfg ArbiterConfig) WithDefaults() ArbiterConfig {
 	}
 	if cfg.FloorWords == nil {
 		cfg.FloorWords = DefaultFloorWords
+	}
+	if cfg.ContinueWithin == 0 {
+		cfg.ContinueWithin = DefaultContinueWithin
 	}
 	if cfg.Backchannels == nil {
 		cfg.Backchannels = DefaultBackchannels
@@ -308,6 +318,11 @@ type Arbiter struct {
 	// thinking: the suspicion came while the agent had played nothing of
 	// its turn.
 	thinking bool
+	// carry: the last resume ruled out a short sound whose words were not
+	// a backchannel, which began at carryOnset; a sound soon after it
+	// continues it (ContinueWithin).
+	carry      bool
+	carryOnset time.Duration
 	// final: the transcript being judged is a final (see Final).
 	final     bool
 	resumedAt time.Duration
@@ -424,13 +439,17 @@ func (a *Arbiter) Frame(prob float32, d time.Duration, agent Agent) Decision {
 	}
 	a.state = stateSuspected
 	a.suspectedAt, a.onset, a.heard, a.tail = a.elapsed, a.runStart, 0, 0
+	if a.carry && a.runStart-a.resumedAt <= a.cfg.ContinueWithin {
+		a.onset = a.carryOnset
+	}
+	a.carry = false
 	a.quiet, a.waited, a.awaiting, a.thinking = 0, 0, false, agent == AgentThinking
 	if a.runAudible {
 		a.tail = a.cfg.EchoTail
 	}
 	within := a.verdictWithin()
 	a.deadline = a.elapsed + within
-	return Decision{Action: Suspect, Reason: ReasonOverAgent, Onset: a.runStart, Within: within}
+	return Decision{Action: Suspect, Reason: ReasonOverAgent, Onset: a.onset, Within: within}
 }
 
 // listen runs while a suspicion is pending and the output is paused.
@@ -498,6 +517,8 @@ func (a *Arbiter) confirm(reason string) Decision {
 }
 
 func (a *Arbiter) resume(reason string) Decision {
+	a.carry = a.state == stateSuspected && (reason == ReasonShortSound || reason == ReasonNotConfirmed && a.heard > 0)
+	a.carryOnset = a.onset
 	a.state = stateQuiet
 	a.needBreak, a.run = true, 0
 	a.resumed, a.resumedAt = true, a.elapsed

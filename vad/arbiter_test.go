@@ -430,3 +430,35 @@ func TestArbiterSpeechBeforeTheAgentPlaysIsATurn(t *testing.T) {
 		t.Fatalf("%+v, want a suspicion, then a confirm at %v", got, want)
 	}
 }
+
+// A caller who pauses after a few words ("Just a moment, ...") is taking
+// the floor: the sound after the pause continues the first one, and its
+// length counts from the first onset. After a backchannel it does not.
+func TestArbiterSoundSoonAfterAShortSoundContinuesIt(t *testing.T) {
+	for _, tc := range []struct {
+		words   string
+		confirm bool
+	}{
+		{"just a moment", true},
+		{"uh-huh", false},
+	} {
+		t.Run(tc.words, func(t *testing.T) {
+			a := NewArbiter(ArbiterConfig{})
+			feedAgent(a, 0.1, time.Second, AgentTurn)
+			feedAgent(a, 0.9, 600*time.Millisecond, AgentTurn)
+			feedAgent(a, 0.05, DefaultResumeQuiet, AgentTurn) // await_words
+			if d, _ := a.Final(tc.words, "", AgentTurn); d.Action != Resume {
+				t.Fatalf("the first sound: %+v, want a resume", d)
+			}
+			got := feedAgent(a, 0.05, 100*time.Millisecond, AgentTurn)
+			got = append(got, feedAgent(a, 0.9, 600*time.Millisecond, AgentTurn)...)
+			confirmed := slices.ContainsFunc(got, func(m made) bool { return m.d.Action == Confirm })
+			if confirmed != tc.confirm {
+				t.Fatalf("the sound after it: %+v; confirmed %v, want %v", got, confirmed, tc.confirm)
+			}
+			if tc.confirm && got[0].d.Onset != time.Second {
+				t.Errorf("onset %v, want the first sound's, 1s", got[0].d.Onset)
+			}
+		})
+	}
+}
