@@ -516,6 +516,22 @@ func (a *Arbiter) confirm(reason string) Decision {
 	return Decision{Action: Confirm, Reason: reason, Onset: a.onset}
 }
 
+// confirmWords confirms a suspicion on its words. If the caller has been
+// quiet for MinSilence already, their speech has ended: the decision says
+// how long ago and the arbiter goes back to turn-taking; otherwise the quiet
+// so far counts towards the end of their speech.
+func (a *Arbiter) confirmWords(reason string) Decision {
+	d := a.confirm(reason)
+	if a.quiet < a.cfg.Segmenter.MinSilence {
+		a.quietRun = a.quiet
+		return d
+	}
+	d.Ended = a.quiet
+	a.state = stateQuiet
+	a.resetSeg()
+	return d
+}
+
 func (a *Arbiter) resume(reason string) Decision {
 	a.carry = a.state == stateSuspected && (reason == ReasonShortSound || reason == ReasonNotConfirmed && a.heard > 0)
 	a.carryOnset = a.onset
@@ -560,20 +576,16 @@ func (a *Arbiter) Transcript(text, played string, agent Agent) (d Decision, keep
 		return a.confirm(ReasonTranscript), true
 	}
 	if a.state == stateSuspected {
-		if a.asksFloor(words) {
-			d := a.confirm(ReasonTranscript)
-			if a.quiet < a.cfg.Segmenter.MinSilence {
-				// The caller is speaking, or just paused: the silence
-				// heard so far counts towards the end of their speech.
-				a.quietRun = a.quiet
-				return d, true
-			}
-			d.Ended = a.quiet
-			a.state = stateQuiet
-			a.resetSeg()
-			return d, true
-		}
-		if a.awaiting || (a.final && a.quiet > 0) {
+		ended := a.awaiting || (a.final && a.quiet > 0)
+		switch {
+		case a.asksFloor(words):
+			return a.confirmWords(ReasonTranscript), true
+		case ended && a.heard > 0 && a.elapsed-a.onset >= a.cfg.ShortSound:
+			// A sound that continued an earlier one (ContinueWithin) and
+			// with it has lasted a second: a turn by its length, and its
+			// words are neither a backchannel nor the agent's.
+			return a.confirmWords(ReasonSpeechContinued), true
+		case ended:
 			// The short sound's words, all of them, and they do not ask
 			// for the floor: a backchannel the recogniser misheard, a
 			// cough it read as a word.

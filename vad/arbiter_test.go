@@ -453,6 +453,24 @@ func TestArbiterSoundSoonAfterAShortSoundContinuesIt(t *testing.T) {
 			got := feedAgent(a, 0.05, 100*time.Millisecond, AgentTurn)
 			got = append(got, feedAgent(a, 0.9, 600*time.Millisecond, AgentTurn)...)
 			confirmed := slices.ContainsFunc(got, func(m made) bool { return m.d.Action == Confirm })
+			if !confirmed && tc.confirm {
+				t.Fatalf("the sound after it: %+v; want a confirm on its length", got)
+			}
+			// The same with a second chunk too short to outlast the echo
+			// tail by ConfirmSpeech: its words, not a backchannel, decide.
+			b := NewArbiter(ArbiterConfig{})
+			feedAgent(b, 0.1, time.Second, AgentAudible)
+			feedAgent(b, 0.9, 600*time.Millisecond, AgentAudible)
+			feedAgent(b, 0.05, DefaultResumeQuiet+2*step, AgentAudible) // await_words
+			if d, _ := b.Final(tc.words, "", AgentAudible); d.Action != Resume {
+				t.Fatalf("the first sound, on an echoing line: %+v, want a resume", d)
+			}
+			feedAgent(b, 0.05, 100*time.Millisecond, AgentAudible)
+			feedAgent(b, 0.9, 500*time.Millisecond, AgentAudible)
+			feedAgent(b, 0.05, 2*DefaultResumeQuiet, AgentAudible)
+			if d, _ := b.Final("at ten", "", AgentAudible); (d.Action == Confirm) != tc.confirm {
+				t.Fatalf("the short second chunk's words: %+v, want confirmed %v", d, tc.confirm)
+			}
 			if confirmed != tc.confirm {
 				t.Fatalf("the sound after it: %+v; confirmed %v, want %v", got, confirmed, tc.confirm)
 			}
