@@ -171,7 +171,7 @@ type ArbiterConfig struct {
 	// ContinueWithin: a sound that starts this soon after a short sound
 	// was ruled out on words that were not a backchannel (or on none)
 	// continues it, and its length counts from the first one's onset
-	// (default 500 ms). A caller who pauses after "Just a moment," is
+	// (default 1 s). A caller who pauses after "Just a moment," is
 	// taking the floor; one who said "uh-huh" is not.
 	ContinueWithin time.Duration
 	// Backchannels are utterances that never interrupt (default
@@ -218,7 +218,7 @@ const (
 	DefaultShortSound        = time.Second
 	DefaultResumeQuiet       = 160 * time.Millisecond
 	DefaultWordsWait         = 300 * time.Millisecond
-	DefaultContinueWithin    = 500 * time.Millisecond
+	DefaultContinueWithin    = time.Second
 	DefaultEchoMatch         = 0.6
 	DefaultDropAfterResume   = 2 * time.Second
 )
