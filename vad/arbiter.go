@@ -323,6 +323,8 @@ type Arbiter struct {
 	// continues it (ContinueWithin).
 	carry      bool
 	carryOnset time.Duration
+	// carried: the pending suspicion continues an earlier short sound.
+	carried bool
 	// final: the transcript being judged is a final (see Final).
 	final     bool
 	resumedAt time.Duration
@@ -439,7 +441,8 @@ func (a *Arbiter) Frame(prob float32, d time.Duration, agent Agent) Decision {
 	}
 	a.state = stateSuspected
 	a.suspectedAt, a.onset, a.heard, a.tail = a.elapsed, a.runStart, 0, 0
-	if a.carry && a.runStart-a.resumedAt <= a.cfg.ContinueWithin {
+	a.carried = a.carry && a.runStart-a.resumedAt <= a.cfg.ContinueWithin
+	if a.carried {
 		a.onset = a.carryOnset
 	}
 	a.carry = false
@@ -535,8 +538,12 @@ func (a *Arbiter) confirmWords(reason string) Decision {
 func (a *Arbiter) resume(reason string) Decision {
 	a.carry = a.state == stateSuspected && (reason == ReasonShortSound || reason == ReasonNotConfirmed && a.heard > 0)
 	a.carryOnset = a.onset
+	// A sound still going when the output resumes (its words ruled it
+	// out) must break before it can be suspected again; after a quiet,
+	// the next sound is a new one from its first frame.
+	a.needBreak = a.state != stateSuspected || a.quiet == 0
 	a.state = stateQuiet
-	a.needBreak, a.run = true, 0
+	a.run = 0
 	a.resumed, a.resumedAt = true, a.elapsed
 	a.resetSeg()
 	return Decision{Action: Resume, Reason: reason, Onset: a.onset}
@@ -580,10 +587,12 @@ func (a *Arbiter) Transcript(text, played string, agent Agent) (d Decision, keep
 		switch {
 		case a.asksFloor(words):
 			return a.confirmWords(ReasonTranscript), true
-		case ended && a.heard > 0 && a.elapsed-a.onset >= a.cfg.ShortSound:
+		case ended && (a.carried || a.heard > 0) && a.elapsed-a.onset >= a.cfg.ShortSound:
 			// A sound that continued an earlier one (ContinueWithin) and
 			// with it has lasted a second: a turn by its length, and its
-			// words are neither a backchannel nor the agent's.
+			// words are neither a backchannel nor the agent's (they were
+			// judged above), even if it was too short to outlast the
+			// echo tail.
 			return a.confirmWords(ReasonSpeechContinued), true
 		case ended:
 			// The short sound's words, all of them, and they do not ask

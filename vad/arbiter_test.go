@@ -480,3 +480,20 @@ func TestArbiterSoundSoonAfterAShortSoundContinuesIt(t *testing.T) {
 		})
 	}
 }
+
+// A caller who goes on the moment the output resumes after their short
+// sound is heard at once: the quiet before the resume was the break
+// between the two sounds.
+func TestArbiterSoundRightAtTheResumeIsSuspected(t *testing.T) {
+	a := NewArbiter(ArbiterConfig{})
+	feedAgent(a, 0.1, time.Second, AgentAudible)
+	feedAgent(a, 0.9, 600*time.Millisecond, AgentAudible)
+	feedAgent(a, 0.05, DefaultEchoTail+2*step, AgentAudible) // await_words
+	if d, _ := a.Final("just a moment", "", AgentAudible); d.Action != Resume {
+		t.Fatalf("the first sound: %+v, want a resume", d)
+	}
+	got := feedAgent(a, 0.9, time.Second, AgentAudible)
+	if len(got) == 0 || got[0].d.Action != Suspect {
+		t.Fatalf("speech from the first frame after the resume: %+v, want a suspicion", got)
+	}
+}
