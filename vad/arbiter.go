@@ -472,7 +472,10 @@ func (a *Arbiter) listen(prob float32, at, d time.Duration) Decision {
 		if at >= a.suspectedAt+a.tail {
 			a.heard += d
 		}
-		if a.heard >= a.cfg.ConfirmSpeech && (a.thinking || a.elapsed-a.onset >= a.cfg.ShortSound) {
+		// Without a recogniser no words can tell a short sound from the
+		// start of a turn: speech that outlasts the echo tail is a turn,
+		// as it is before the agent has played anything.
+		if a.heard >= a.cfg.ConfirmSpeech && (a.thinking || a.cfg.WordsWait < 0 || a.elapsed-a.onset >= a.cfg.ShortSound) {
 			return a.confirm(ReasonSpeechContinued)
 		}
 		return Decision{}
@@ -490,7 +493,11 @@ func (a *Arbiter) listen(prob float32, at, d time.Duration) Decision {
 		return Decision{}
 	}
 	if a.cfg.WordsWait < 0 {
-		// No recogniser listens: nothing more can be learnt.
+		// No recogniser listens: the length decides alone. A sound that
+		// continued an earlier one has, with it, lasted a second.
+		if a.carried && a.elapsed-a.onset >= a.cfg.ShortSound {
+			return a.confirmWords(ReasonSpeechContinued)
+		}
 		return a.resume(ReasonNotConfirmed)
 	}
 	// The echo, or a short sound: a word as short as "wait" may have

@@ -355,11 +355,11 @@ func TestArbiterJudgesAShortSoundByItsWords(t *testing.T) {
 			t.Fatalf("%+v, want resume not_confirmed at %v", got, end)
 		}
 	})
-	t.Run("no recogniser: resumed when it ends", func(t *testing.T) {
+	t.Run("no recogniser: no words can rule it out, so it is a turn once it outlasts the tail", func(t *testing.T) {
 		_, got := shortSound(t, ArbiterConfig{WordsWait: -1})
-		end := time.Second + 600*time.Millisecond + DefaultResumeQuiet
-		if len(got) != 2 || got[1].d.Action != Resume || got[1].at != end {
-			t.Fatalf("%+v, want resume at %v", got, end)
+		at := time.Second + DefaultSpeakingMinSpeech + DefaultConfirmSpeech
+		if len(got) < 2 || got[1].d.Action != Confirm || got[1].at != at {
+			t.Fatalf("%+v, want a confirm at %v", got, at)
 		}
 	})
 	t.Run("the caller goes on while the words are awaited: its length decides", func(t *testing.T) {

@@ -178,7 +178,7 @@ func TestBargeInEvalTableDashesWhatWasNotMeasured(t *testing.T) {
 		t.Fatalf("table:\n%s", out.String())
 	}
 	got := strings.Fields(lines[1])
-	want := []string{"energy", "full", "25.0%", "–", "–", "–", "–", "50.0%", "100.0%"}
+	want := []string{"energy", "full", "25.0%", "–", "–", "–", "–", "50.0%", "–", "100.0%"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("row %q, want %q", got, want)
 	}
