@@ -66,6 +66,7 @@ type config struct {
 	writeTimeout time.Duration
 	noiseFloor   float64
 	decoderArgs  []string
+	idleDecoder  time.Duration
 }
 
 // WithPhrases builds the grammar from example phrases, as Grammar does but
@@ -134,6 +135,13 @@ func WithNoiseFloor(dBFS float64) Option {
 	return func(c *config) { c.noiseFloor = dBFS }
 }
 
+// WithIdleDecoder sets how long a decoder no utterance uses is kept for
+// the next one before it is freed (default DefaultIdleDecoder). One idle
+// decoder is kept however long: New makes it, and the next call needs it.
+func WithIdleDecoder(d time.Duration) Option {
+	return func(c *config) { c.idleDecoder = d }
+}
+
 // WithDecoderArgs passes further pocketsphinx arguments, name/value pairs
 // such as "-beam", "1e-40", after the package's own (which they override):
 // see pocketsphinx_continuous -help. "-hmm", "-dict", "-jsgf",
@@ -174,61 +182,200 @@ var decoderArgs = []string{
 }
 
 // Recognizer is an stt.Recognizer on pocketsphinx with a grammar. It is
-// safe for concurrent use; each Stream has a decoder of its own.
+// safe for concurrent use.
+//
+// Its decoders are shared by its streams: a stream takes one from the
+// Recognizer's pool when an utterance opens and gives it back when the
+// utterance ends, so a live call holds a decoder (the acoustic model, the
+// grammar and the search, about 8 MB, more once it has decoded) only while
+// its caller speaks, and a hundred calls of one agent where a few speak at
+// once hold a few decoders. Decoders left idle for DefaultIdleDecoder are
+// freed, and the memory they held is handed back to the system.
 type Recognizer struct {
 	cfg     config
-	lib     *cLib
 	args    []string // decoder arguments
 	words   []string // the grammar's vocabulary
-	res     *resources
+	pool    *pool
 	cleanup runtime.Cleanup
 }
 
 var _ stt.Recognizer = (*Recognizer)(nil)
 
-// resources are what a Recognizer owns outside the Go heap: the directory
-// holding its grammar and dictionary, and a decoder made by New that the
-// first Stream takes. They are kept apart from the Recognizer so that a
-// cleanup can release them if it is dropped without Close.
-type resources struct {
-	dir string
+// DefaultIdleDecoder is how long a decoder no stream uses is kept for the
+// next utterance before it is freed; WithIdleDecoder sets another.
+const DefaultIdleDecoder = 10 * time.Second
+
+// pool is what a Recognizer owns outside the Go heap: the directory
+// holding its grammar and dictionary, and the decoders made from them that
+// no utterance is using. It is kept apart from the Recognizer so that a
+// cleanup can release it if the Recognizer is dropped without Close.
+type pool struct {
+	lib  *cLib
+	args []string
+	dir  string
+	ttl  time.Duration // how long an idle decoder is kept
+	keep int           // idle decoders kept however long idle
+
 	// files is held for reading while a decoder is made from the files
 	// in dir, and for writing while they are removed.
 	files sync.RWMutex
 
-	mu     sync.Mutex
-	idle   *decoder
-	closed bool
+	mu      sync.Mutex
+	idle    []idleDecoder // the most recently used last
+	out     int           // decoders taken and not yet given back
+	streams int           // streams open
+	sweep   *time.Timer   // frees decoders idle past ttl; nil: none due
+	closed  bool          // Close was called: no new streams
+	gone    bool          // closed and no stream left: released
 }
 
-func (r *resources) release() {
-	r.files.Lock()
-	defer r.files.Unlock()
-	r.mu.Lock()
-	idle := r.idle
-	r.idle, r.closed = nil, true
-	r.mu.Unlock()
-	if idle != nil {
-		idle.free()
+type idleDecoder struct {
+	d     *decoder
+	since time.Time
+}
+
+// close stops new streams, and releases the pool once the streams still
+// open have ended.
+func (p *pool) close() {
+	p.mu.Lock()
+	p.closed = true
+	last := p.streams == 0
+	p.mu.Unlock()
+	if last {
+		p.release()
 	}
-	os.RemoveAll(r.dir)
 }
 
-// take returns the idle decoder, or a new one.
-func (r *resources) take(l *cLib, args []string) (*decoder, error) {
-	r.files.RLock()
-	defer r.files.RUnlock()
-	r.mu.Lock()
-	closed, d := r.closed, r.idle
-	r.idle = nil
-	r.mu.Unlock()
-	switch {
-	case closed:
+// open counts a new stream in, unless the pool is closed.
+func (p *pool) open() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	p.streams++
+	return nil
+}
+
+// done counts a stream out, after it has given its decoder back.
+func (p *pool) done() {
+	p.mu.Lock()
+	p.streams--
+	last := p.closed && p.streams == 0
+	p.mu.Unlock()
+	if last {
+		p.release()
+	}
+}
+
+// release frees every idle decoder and removes the files; decoders still
+// out are freed when they come back.
+func (p *pool) release() {
+	p.files.Lock()
+	defer p.files.Unlock()
+	p.mu.Lock()
+	if p.gone {
+		p.mu.Unlock()
+		return
+	}
+	idle := p.idle
+	p.idle, p.closed, p.gone = nil, true, true
+	if p.sweep != nil {
+		p.sweep.Stop()
+		p.sweep = nil
+	}
+	p.mu.Unlock()
+	freeAll(idle)
+	os.RemoveAll(p.dir)
+}
+
+// take returns the most recently used idle decoder, or a new one.
+func (p *pool) take() (*decoder, error) {
+	p.files.RLock()
+	defer p.files.RUnlock()
+	p.mu.Lock()
+	if p.gone {
+		p.mu.Unlock()
 		return nil, ErrClosed
-	case d != nil:
+	}
+	p.out++
+	if n := len(p.idle); n > 0 {
+		d := p.idle[n-1].d
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
 		return d, nil
 	}
-	return newDecoder(l, args)
+	p.mu.Unlock()
+	d, err := newDecoder(p.lib, p.args)
+	if err != nil {
+		p.mu.Lock()
+		p.out--
+		p.mu.Unlock()
+		return nil, err
+	}
+	return d, nil
+}
+
+// put gives back a decoder taken with take, with no utterance open.
+func (p *pool) put(d *decoder) {
+	p.mu.Lock()
+	p.out--
+	if p.gone {
+		p.mu.Unlock()
+		d.free()
+		return
+	}
+	p.idle = append(p.idle, idleDecoder{d: d, since: time.Now()})
+	if len(p.idle) > p.keep && p.sweep == nil {
+		p.sweep = time.AfterFunc(p.ttl, p.freeIdle)
+	}
+	p.mu.Unlock()
+}
+
+// freeIdle frees the decoders idle for the pool's ttl or longer, but the
+// p.keep most recently used, and schedules itself again while more idle
+// decoders than that remain.
+func (p *pool) freeIdle() {
+	p.mu.Lock()
+	p.sweep = nil
+	if p.gone {
+		p.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	var stale []idleDecoder
+	// The oldest first: p.idle is in the order the decoders came back.
+	for len(p.idle) > p.keep && now.Sub(p.idle[0].since) >= p.ttl {
+		stale = append(stale, p.idle[0])
+		p.idle = p.idle[1:]
+	}
+	if len(p.idle) > p.keep {
+		next := p.ttl - now.Sub(p.idle[0].since)
+		p.sweep = time.AfterFunc(max(next, time.Millisecond), p.freeIdle)
+	}
+	p.mu.Unlock()
+	freeAll(stale)
+}
+
+// stats returns how many decoders are in use and idle.
+func (p *pool) stats() (inUse, idle int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out, len(p.idle)
+}
+
+// freeAll frees decoders, then hands the memory they held back to the
+// system: the C allocator keeps freed memory for reuse in per-thread
+// arenas otherwise, and a process that served a busy hour would stay at
+// its peak for good.
+func freeAll(ds []idleDecoder) {
+	if len(ds) == 0 {
+		return
+	}
+	for _, d := range ds {
+		d.d.free()
+	}
+	trimHeap()
 }
 
 // New loads pocketsphinx and the model, writes the grammar and its
@@ -248,6 +395,7 @@ func New(opts ...Option) (*Recognizer, error) {
 		queue:        DefaultQueue,
 		writeTimeout: DefaultWriteTimeout,
 		noiseFloor:   DefaultNoiseFloor,
+		idleDecoder:  DefaultIdleDecoder,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -258,9 +406,9 @@ func New(opts ...Option) (*Recognizer, error) {
 	case len(cfg.phrases) > 0 && cfg.grammar != "":
 		return nil, errors.New("pocketsphinx: New: WithPhrases and WithGrammar exclude each other")
 	case cfg.partials < 0 || cfg.preRoll < 0 || cfg.maxUtterance < time.Second ||
-		cfg.queue < 100*time.Millisecond || cfg.writeTimeout < 0:
-		return nil, fmt.Errorf("pocketsphinx: New: invalid durations (partials %v, pre-roll %v, max utterance %v, queue %v, write timeout %v)",
-			cfg.partials, cfg.preRoll, cfg.maxUtterance, cfg.queue, cfg.writeTimeout)
+		cfg.queue < 100*time.Millisecond || cfg.writeTimeout < 0 || cfg.idleDecoder < 0:
+		return nil, fmt.Errorf("pocketsphinx: New: invalid durations (partials %v, pre-roll %v, max utterance %v, queue %v, write timeout %v, idle decoder %v)",
+			cfg.partials, cfg.preRoll, cfg.maxUtterance, cfg.queue, cfg.writeTimeout, cfg.idleDecoder)
 	case math.IsNaN(cfg.noiseFloor) || cfg.noiseFloor > -20:
 		return nil, fmt.Errorf("pocketsphinx: New: noise floor %v dBFS (want -20 dBFS or lower)", cfg.noiseFloor)
 	case len(cfg.decoderArgs)%2 != 0:
@@ -297,7 +445,7 @@ func New(opts ...Option) (*Recognizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pocketsphinx: New: %w", err)
 	}
-	res := &resources{dir: dir}
+	p := &pool{lib: l, dir: dir, ttl: cfg.idleDecoder, keep: 1}
 	gram := filepath.Join(dir, "grammar.gram")
 	dict := filepath.Join(dir, "words.dict")
 	var lines []string
@@ -305,11 +453,11 @@ func New(opts ...Option) (*Recognizer, error) {
 		lines = append(lines, c.prons[w]...)
 	}
 	if err := os.WriteFile(gram, []byte(c.jsgf), 0o600); err != nil {
-		res.release()
+		p.release()
 		return nil, fmt.Errorf("pocketsphinx: New: %w", err)
 	}
 	if err := os.WriteFile(dict, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-		res.release()
+		p.release()
 		return nil, fmt.Errorf("pocketsphinx: New: %w", err)
 	}
 
@@ -321,14 +469,17 @@ func New(opts ...Option) (*Recognizer, error) {
 	}
 	args = append(args, decoderArgs...)
 	args = dedupArgs(append(args, cfg.decoderArgs...))
-	d, err := newDecoder(l, args)
+	p.args = args
+	// A first decoder, so that a broken configuration fails here; the
+	// first utterance takes it.
+	d, err := p.take()
 	if err != nil {
-		res.release()
+		p.release()
 		return nil, err
 	}
-	res.idle = d
-	r := &Recognizer{cfg: cfg, lib: l, args: args, words: c.words, res: res}
-	r.cleanup = runtime.AddCleanup(r, (*resources).release, res)
+	p.put(d)
+	r := &Recognizer{cfg: cfg, args: args, words: c.words, pool: p}
+	r.cleanup = runtime.AddCleanup(r, (*pool).close, p)
 	return r, nil
 }
 
@@ -367,18 +518,25 @@ func checkModel(dir string) error {
 // hold.
 func (r *Recognizer) Words() []string { return slices.Clone(r.words) }
 
-// Close removes the grammar files and frees the decoder no stream has
-// taken. Streams already open go on working; Stream fails with ErrClosed.
+// Close stops new streams: Stream fails with ErrClosed. Streams already
+// open go on working; once the last has closed, the grammar files are
+// removed and the decoders freed.
 func (r *Recognizer) Close() error {
 	r.cleanup.Stop()
-	r.res.release()
+	r.pool.close()
 	return nil
 }
 
+// Decoders returns how many decoders the Recognizer holds: in use by an
+// open utterance, and idle (kept for the next one, for at most the idle
+// time, WithIdleDecoder). Each holds the acoustic model and the search.
+func (r *Recognizer) Decoders() (inUse, idle int) { return r.pool.stats() }
+
 // Stream implements stt.Recognizer: it opens a stream of audio at
-// sampleRate (8, 16, 24 or 48 kHz; the decoder works at 16 kHz) with a
-// decoder of its own, made now unless New's is still unused (making one
-// loads the acoustic model and the grammar: about 15 ms).
+// sampleRate (8, 16, 24 or 48 kHz; the decoder works at 16 kHz). Each
+// utterance of the stream decodes on a decoder from the Recognizer's pool,
+// made when none is idle (making one loads the acoustic model and the
+// grammar: about 15 ms).
 func (r *Recognizer) Stream(ctx context.Context, sampleRate int) (stt.Stream, error) {
 	if err := media.CheckRate(sampleRate); err != nil {
 		return nil, fmt.Errorf("pocketsphinx: Stream: %w", err)
@@ -386,13 +544,12 @@ func (r *Recognizer) Stream(ctx context.Context, sampleRate int) (stt.Stream, er
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("pocketsphinx: Stream: %w", err)
 	}
-	d, err := r.res.take(r.lib, r.args)
-	if err != nil {
+	if err := r.pool.open(); err != nil {
 		return nil, err
 	}
-	s, err := newStream(ctx, r.cfg, sampleRate, d)
+	s, err := newStream(ctx, r.cfg, sampleRate, r.pool)
 	if err != nil {
-		d.free()
+		r.pool.done()
 		return nil, err
 	}
 	return s, nil

@@ -55,11 +55,12 @@ func TestNewErrors(t *testing.T) {
 	}
 }
 
-// TestGrammarFilesRemoved checks that Close removes the recogniser's
-// temporary files, and that streams opened before go on working.
+// TestGrammarFilesRemoved checks that streams opened before Close go on
+// working, and that the recogniser's temporary files are removed once the
+// last of them has closed.
 func TestGrammarFilesRemoved(t *testing.T) {
 	r := newRecognizer(t, WithPhrases("yes please", "no thanks"))
-	dir := r.res.dir
+	dir := r.pool.dir
 	if _, err := os.Stat(filepath.Join(dir, "grammar.gram")); err != nil {
 		t.Fatal(err)
 	}
@@ -74,9 +75,6 @@ func TestGrammarFilesRemoved(t *testing.T) {
 	}
 	defer s2.Close()
 	r.Close()
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Errorf("%s still there after Close: %v", dir, err)
-	}
 	if _, err := r.Stream(context.Background(), media.Rate16k); !errors.Is(err, ErrClosed) {
 		t.Errorf("Stream after Close: %v, want ErrClosed", err)
 	}
@@ -89,6 +87,14 @@ func TestGrammarFilesRemoved(t *testing.T) {
 		if err != nil || text != "yes please" {
 			t.Errorf("after the recogniser's Close: %q, %v", text, err)
 		}
+	}
+	s1.Close()
+	if _, err := os.Stat(dir); err != nil {
+		t.Errorf("%s gone while a stream is open: %v", dir, err)
+	}
+	s2.Close()
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("%s still there after Close and the last stream's: %v", dir, err)
 	}
 }
 

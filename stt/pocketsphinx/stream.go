@@ -67,8 +67,9 @@ type event struct {
 
 // decoderState is what the decoder goroutine works with.
 type decoderState struct {
-	d   *decoder
-	cfg config
+	pool *pool
+	d    *decoder // from pool while an utterance is open, else nil
+	cfg  config
 
 	rs  *media.Resampler // nil at 16 kHz
 	x16 []int16          // resampled frame
@@ -89,9 +90,9 @@ type decoderState struct {
 	partial  string
 }
 
-func newStream(ctx context.Context, cfg config, sampleRate int, d *decoder) (*Stream, error) {
+func newStream(ctx context.Context, cfg config, sampleRate int, p *pool) (*Stream, error) {
 	st := &decoderState{
-		d:      d,
+		pool:   p,
 		cfg:    cfg,
 		preMax: media.SamplesFor(rate, cfg.preRoll),
 		armed:  true,
@@ -264,7 +265,8 @@ func (s *Stream) run() {
 	st := s.dec
 	var err error
 	defer func() {
-		st.d.free() // the one place the decoder is freed
+		st.release()
+		st.pool.done()
 		s.mu.Lock()
 		s.ended, s.err = true, err
 		s.notify()
@@ -354,8 +356,18 @@ func (s *Stream) handle(ev event) error {
 	return err
 }
 
+// start opens an utterance, on a decoder from the pool.
 func (st *decoderState) start() error {
+	if st.d == nil {
+		d, err := st.pool.take()
+		if err != nil {
+			return err
+		}
+		st.d = d
+	}
 	if err := st.d.start(); err != nil {
+		st.d.free() // in an unknown state: not for the pool
+		st.d = nil
 		return err
 	}
 	st.open, st.fed, st.sinceHyp, st.partial = true, 0, 0, ""
@@ -402,12 +414,38 @@ func (st *decoderState) finish(s *Stream, always bool) error {
 	st.open = false
 	text, err := st.d.end()
 	if err != nil {
+		st.d.free()
+		st.d = nil
 		return err
+	}
+	if always {
+		// The utterance is over: the decoder goes back to the pool for
+		// whichever call speaks next.
+		st.pool.put(st.d)
+		st.d = nil
 	}
 	if always || text != "" {
 		s.emit(stt.Transcript{Text: text, Final: true})
 	}
 	return nil
+}
+
+// release gives the decoder back at the end of the stream, ending an
+// utterance left open (its words are dropped).
+func (st *decoderState) release() {
+	if st.d == nil {
+		return
+	}
+	if st.open {
+		st.open = false
+		if _, err := st.d.end(); err != nil {
+			st.d.free()
+			st.d = nil
+			return
+		}
+	}
+	st.pool.put(st.d)
+	st.d = nil
 }
 
 // addNoise adds the noise floor to x, in place (x is the stream's own copy).

@@ -1,0 +1,83 @@
+package pocketsphinx
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/holdline/holdline/examples/booking"
+	"github.com/holdline/holdline/media"
+)
+
+// TestCallsShareDecodersWhileSpeaking checks that a stream holds a decoder
+// only while its utterance is open, that the next utterance of any stream
+// reuses it, and that decoders idle past the idle time are freed but one.
+func TestCallsShareDecodersWhileSpeaking(t *testing.T) {
+	sp, err := speech(t, callerVoice, media.Rate16k, "Yes, please.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		r := newRecognizer(t, WithPhrases(booking.Phrases...), WithIdleDecoder(10*time.Second))
+		want := func(what string, inUse, idle int) {
+			t.Helper()
+			synctest.Wait()
+			if u, i := r.Decoders(); u != inUse || i != idle {
+				t.Errorf("%s: %d decoders in use and %d idle, want %d and %d", what, u, i, inUse, idle)
+			}
+		}
+		var streams []*Stream
+		for range 3 {
+			s, err := r.Stream(context.Background(), media.Rate16k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			streams = append(streams, s.(*Stream))
+		}
+		want("three calls, nobody speaking", 0, 1)
+
+		for _, s := range streams[:2] {
+			if err := s.StartOfSpeech(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want("two callers speaking", 2, 0)
+
+		say := func(s *Stream) string {
+			t.Helper()
+			for i := 0; i < len(sp); i += 320 {
+				if err := s.Write(media.Frame{Samples: sp[i:min(i+320, len(sp))], SampleRate: media.Rate16k}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.EndOfSpeech(); err != nil {
+				t.Fatal(err)
+			}
+			tr, err := s.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tr.Text
+		}
+		for _, s := range streams[:2] {
+			if got := say(s); got != "yes please" {
+				t.Errorf("heard %q, want %q", got, "yes please")
+			}
+		}
+		want("both finished", 0, 2)
+
+		if err := streams[2].StartOfSpeech(); err != nil {
+			t.Fatal(err)
+		}
+		want("the third caller speaks on a decoder the others used", 1, 1)
+		if got := say(streams[2]); got != "yes please" {
+			t.Errorf("on a reused decoder: heard %q, want %q", got, "yes please")
+		}
+		want("the third finished", 0, 2)
+
+		time.Sleep(10*time.Second + time.Millisecond)
+		want("idle for the idle time", 0, 1)
+	})
+}
