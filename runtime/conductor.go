@@ -418,8 +418,20 @@ func (c *conductor) stopEndpoint() {
 }
 
 func (c *conductor) onTranscript(tr UserTranscript) {
-	c.emit(events.Event{Kind: events.Transcript, Text: tr.Text, Final: tr.Final})
-	if !tr.Final || strings.TrimSpace(tr.Text) == "" {
+	if strings.TrimSpace(tr.Text) != "" {
+		c.emit(events.Event{Kind: events.Transcript, Text: tr.Text, Final: tr.Final})
+	}
+	if !tr.Final {
+		return
+	}
+	if strings.TrimSpace(tr.Text) == "" {
+		if c.transcriptID != 0 && len(c.userFinals) == 0 {
+			// The final the turn waited for came, and held nothing:
+			// noise, or a sound without words. No turn, and nothing
+			// lost; a later final with words still makes one.
+			c.stopEndpoint()
+			c.emit(events.Event{Kind: events.TranscriptIgnored, Epoch: c.epoch, Final: true, Reason: NoWords})
+		}
 		return
 	}
 	c.restoreTransport()
@@ -458,7 +470,8 @@ func (c *conductor) onTimer(id uint64) {
 	case c.transcriptID:
 		c.endpointTimer = nil
 		c.stopEndpoint()
-		c.emit(events.Event{Kind: events.ProviderError, Provider: "stt", Error: "no final transcript before the deadline; user turn dropped"})
+		c.emit(events.Event{Kind: events.ProviderError, Provider: "stt", Reason: TurnDropped,
+			Error: fmt.Sprintf("no final transcript within %v of the caller's silence; user turn dropped (is the recogniser over capacity?)", c.cfg.transcriptTimeout)})
 	}
 }
 

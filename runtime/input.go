@@ -58,6 +58,20 @@ type TranscriptIgnored struct {
 	Reason string
 }
 
+// Reasons the session gives in events about the caller's words.
+const (
+	// NoWords is the reason of a transcript_ignored event for a final
+	// transcript without words that a turn was waiting for: the sound
+	// was noise, and no turn follows.
+	NoWords = "no_words"
+	// TurnDropped is the reason of an stt provider_error event for a turn
+	// whose final transcript did not come within the transcript timeout
+	// (WithTranscriptTimeout): the caller spoke, and their words are
+	// lost. A recogniser that falls behind, because the machine runs more
+	// calls than it can decode, drops turns this way.
+	TurnDropped = "turn_dropped"
+)
+
 // EchoPathMeasured says what the echo canceller found out about the line:
 // State "none" (no echo comes back: nothing the caller says is taken for
 // it) or "present" with the echo's Delay and GainDB.

@@ -77,6 +77,10 @@ func (j *InputJudge) Transcript(text string, final bool, played string, agent va
 		ins = append(ins, UserTranscript{Text: text, Final: final})
 	case dec.Reason != "":
 		ins = append(ins, TranscriptIgnored{Text: text, Final: final, Reason: dec.Reason})
+	case final && !j.Judging(text):
+		// An utterance without words: the conductor may be waiting for
+		// its final to end the caller's turn.
+		ins = append(ins, UserTranscript{Final: true})
 	}
 	return dec, ins
 }

@@ -771,3 +771,45 @@ func TestDTMFIsAnEventAndAUserTurn(t *testing.T) {
 		})
 	}
 }
+
+// A final transcript without words, for a sound the turn waited on, ends
+// the wait at once: no turn, and no dropped turn reported.
+func TestFinalWithoutWordsIsNoTurnAndNoLoss(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := scripted.NewSTT(scripted.WithLatency(900 * time.Millisecond))
+		rec.Say("")
+		h := start(t, setup{stt: rec, opts: []Option{WithEndpointing(400 * time.Millisecond)}})
+		h.hush(200 * time.Millisecond)
+		h.speak(600 * time.Millisecond)
+		h.hush(4 * time.Second)
+		ign := h.waitFor(events.TranscriptIgnored, func(e events.Event) bool { return e.Reason == NoWords }, time.Second)
+		stopped := h.waitFor(events.SpeechStopped, nil, time.Second)
+		if d := ign.Time.Sub(stopped.Time); d > time.Second {
+			t.Errorf("the wait ended %v after the caller stopped; want when the empty final came (0.9s)", d)
+		}
+		if e, ok := h.find(events.ProviderError, nil); ok {
+			t.Errorf("an empty final reported as an error: %+v", e)
+		}
+		if e, ok := h.find(events.UserTurn, nil); ok {
+			t.Errorf("an empty final made a turn: %+v", e)
+		}
+	})
+}
+
+// A recogniser that does not answer within the transcript timeout loses
+// the caller's turn, and the session says so with a reason an operator can
+// count.
+func TestLateFinalIsReportedAsADroppedTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := scripted.NewSTT(scripted.WithLatency(5 * time.Second))
+		rec.Say("book a table for two")
+		h := start(t, setup{stt: rec, opts: []Option{WithEndpointing(400 * time.Millisecond), WithTranscriptTimeout(2 * time.Second)}})
+		h.hush(200 * time.Millisecond)
+		h.speak(600 * time.Millisecond)
+		h.hush(3 * time.Second)
+		e := h.waitFor(events.ProviderError, nil, time.Second)
+		if e.Provider != "stt" || e.Reason != TurnDropped || !strings.Contains(e.Error, "2s") {
+			t.Errorf("provider error %+v; want stt, reason %q, naming the 2s timeout", e, TurnDropped)
+		}
+	})
+}

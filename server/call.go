@@ -119,6 +119,7 @@ func (c *call) WriteFrame(f media.Frame) error {
 func (c *call) pump() {
 	obs := c.s.metrics.observer()
 	var last uint64
+	warned := false
 	for e := range c.sub.C() {
 		if e.Seq == 0 { // a drop notice: keep the log's order
 			e.Seq = last
@@ -132,6 +133,16 @@ func (c *call) pump() {
 		}
 		c.log.append(e)
 		obs.observe(e)
+		if e.Kind == events.ProviderError && e.Provider == "stt" && !warned {
+			// Once per call: a recogniser that falls behind fails every
+			// turn after, and the log should say why, not repeat it.
+			warned = true
+			msg := "the recogniser failed; the caller's words may be lost"
+			if e.Reason == runtime.TurnDropped {
+				msg = "a caller turn was dropped: the recogniser gave no final transcript in time; this machine may run more calls than its recogniser can decode (see --max-sessions)"
+			}
+			c.s.cfg.log.Warn(msg, "session", c.id, "sessions", c.s.Sessions(), "err", e.Error)
+		}
 	}
 	c.log.close()
 }

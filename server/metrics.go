@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/runtime"
 )
 
 // metrics are the server's Prometheus collectors, on a registry of its own
@@ -21,6 +22,7 @@ type metrics struct {
 	bargeIns        *prometheus.CounterVec
 	toolOutcomes    *prometheus.CounterVec
 	providerErrors  *prometheus.CounterVec
+	sttTurnsDropped prometheus.Counter
 	echoPaths       *prometheus.CounterVec
 	echoGain        prometheus.Histogram
 	responseLatency prometheus.Histogram
@@ -52,6 +54,10 @@ func newMetrics() *metrics {
 		toolOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "holdline_tool_outcomes_total", Help: "Tool calls that reached a terminal state, by tool and state.",
 		}, []string{"tool", "state"}),
+		sttTurnsDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "holdline_stt_turns_dropped_total",
+			Help: "Caller turns lost because the recogniser gave no final transcript before the deadline: a machine running more calls than its recogniser can decode.",
+		}),
 		providerErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "holdline_provider_errors_total", Help: "Errors of the model, recogniser or voice, by provider role.",
 		}, []string{"provider"}),
@@ -78,7 +84,7 @@ func newMetrics() *metrics {
 		}, []string{"status"}),
 	}
 	m.reg.MustRegister(m.sessionsActive, m.sessionsTotal, m.resumesTotal, m.connectionsLost, m.turnsTotal,
-		m.bargeIns, m.toolOutcomes, m.providerErrors, m.echoPaths, m.echoGain, m.responseLatency, m.toolDuration, m.rejected,
+		m.bargeIns, m.toolOutcomes, m.providerErrors, m.sttTurnsDropped, m.echoPaths, m.echoGain, m.responseLatency, m.toolDuration, m.rejected,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -127,6 +133,9 @@ func (o *observer) observe(e events.Event) {
 		}
 	case events.ProviderError:
 		m.providerErrors.WithLabelValues(e.Provider).Inc()
+		if e.Provider == "stt" && e.Reason == runtime.TurnDropped {
+			m.sttTurnsDropped.Inc()
+		}
 	case events.EchoPath:
 		m.echoPaths.WithLabelValues(e.State).Inc()
 		if e.State == "present" {
