@@ -84,6 +84,13 @@ type fleetConfig struct {
 	Window  time.Duration `json:"window"`
 	Connect time.Duration `json:"connect"` // to connect all and hear every greeting
 	Nice    int           `json:"nice"`
+	// Speech makes every client speak booking phrases (espeak-ng's voice)
+	// through the window, one every speechGap after the last, instead of
+	// a tone and a typed line: for servers whose recogniser listens
+	// (BenchmarkLocalEngines). rtctest clients only.
+	Speech bool `json:"speech,omitempty"`
+	// Delete ends every client's session with DELETE at "bye".
+	Delete bool `json:"delete,omitempty"`
 }
 
 // fleetMsg is a line from the client process: "ready" once every client
@@ -735,7 +742,17 @@ func TestBenchClientFleet(t *testing.T) {
 	stagger := min(fleetStagger, cfg.Window/3)
 	sentAt := make([]time.Time, len(clients))
 	var script sync.WaitGroup
+	var spoken speechScript
+	if cfg.Speech {
+		var err error
+		if spoken, err = speakFleet(ctx, clients, start, end, stagger); err != nil {
+			fail("speech: %v", err)
+		}
+	}
 	for i, c := range clients {
+		if cfg.Speech {
+			break
+		}
 		script.Go(func() {
 			at := start.Add(time.Duration(i) * stagger / time.Duration(len(clients)))
 			if !sleepUntil(ctx, at) {
@@ -756,6 +773,9 @@ func TestBenchClientFleet(t *testing.T) {
 	script.Wait()
 
 	res := fleetMsg{Type: "result", CPUSeconds: cpu1 - cpu0, WallSeconds: wall}
+	if cfg.Speech {
+		res.Sent, res.Replies = spoken.wait(clients, end)
+	}
 	for i, c := range clients {
 		levels := c.Levels()
 		var prev rtctest.Level
@@ -789,6 +809,22 @@ func TestBenchClientFleet(t *testing.T) {
 	}
 	emit(res)
 	await("bye", 30*time.Second)
+	if cfg.Delete {
+		// The benchmark closes stdin after "bye", which ends ctx.
+		dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer dcancel()
+		var wg sync.WaitGroup
+		for _, c := range clients {
+			if rc, ok := c.(rtctestClient); ok {
+				wg.Go(func() {
+					if err := rc.Delete(dctx, cfg.URL, ""); err != nil {
+						t.Logf("delete: %v", err)
+					}
+				})
+			}
+		}
+		wg.Wait()
+	}
 }
 
 func sleepUntil(ctx context.Context, t time.Time) bool {

@@ -81,3 +81,57 @@ func TestCallsShareDecodersWhileSpeaking(t *testing.T) {
 		want("idle for the idle time", 0, 1)
 	})
 }
+
+// TestCallersBeyondTheDecodersAreHeardWhole checks that with more callers
+// speaking at once than decoders, the utterances that find none are kept
+// and decoded whole when they end, with the same words, and that the
+// decoders never exceed the bound.
+func TestCallersBeyondTheDecodersAreHeardWhole(t *testing.T) {
+	sp, err := speech(t, callerVoice, media.Rate16k, "Book a table for two at seven.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRecognizer(t, WithPhrases(booking.Phrases...), WithMaxDecoders(2))
+	const callers = 4
+	var streams []*Stream
+	for range callers {
+		s, err := r.Stream(context.Background(), media.Rate16k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		streams = append(streams, s.(*Stream))
+		if err := s.(*Stream).StartOfSpeech(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	most := 0
+	for i := 0; i < len(sp); i += 320 {
+		for _, s := range streams {
+			if err := s.Write(media.Frame{Samples: sp[i:min(i+320, len(sp))], SampleRate: media.Rate16k}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		inUse, idle := r.Decoders()
+		most = max(most, inUse+idle)
+	}
+	for _, s := range streams {
+		if err := s.EndOfSpeech(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, s := range streams {
+		tr, err := s.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "book a table for two at seven"; tr.Text != want || !tr.Final {
+			t.Errorf("caller %d: %+v, want the final %q", i, tr, want)
+		}
+		inUse, idle := r.Decoders()
+		most = max(most, inUse+idle)
+	}
+	if most > 2 {
+		t.Errorf("%d decoders at once; the bound is 2", most)
+	}
+}

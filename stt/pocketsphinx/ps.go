@@ -347,6 +347,23 @@ func (d *decoder) end() (string, error) {
 	return h, nil
 }
 
+// decode decodes x as one utterance and returns its words.
+func (d *decoder) decode(x []int16) (string, error) {
+	if err := d.start(); err != nil {
+		d.free()
+		return "", err
+	}
+	if err := d.process(x); err != nil {
+		d.free()
+		return "", err
+	}
+	text, err := d.end()
+	if err != nil {
+		d.free()
+	}
+	return text, err
+}
+
 // free releases the decoder; d must not be used again.
 func (d *decoder) free() {
 	if d.ps != nil {

@@ -67,6 +67,7 @@ type config struct {
 	noiseFloor   float64
 	decoderArgs  []string
 	idleDecoder  time.Duration
+	maxDecoders  int
 }
 
 // WithPhrases builds the grammar from example phrases, as Grammar does but
@@ -141,6 +142,22 @@ func WithNoiseFloor(dBFS float64) Option {
 func WithIdleDecoder(d time.Duration) Option {
 	return func(c *config) { c.idleDecoder = d }
 }
+
+// WithMaxDecoders bounds the decoders the Recognizer makes, which bounds
+// its memory: each holds the acoustic model, the grammar and a search,
+// some 5 to 10 MB. Half of them (rounded down) decode utterances as they
+// are spoken, so that the final comes as soon as the caller stops; an
+// utterance that opens while those are all held is kept and decoded
+// whole when it ends, on one of the other half, which are held only for
+// that (some 80 ms for a second of speech). Decoding is work for the CPU,
+// so more decoders than cores buy little; the default is
+// DefaultMaxDecoders.
+func WithMaxDecoders(n int) Option {
+	return func(c *config) { c.maxDecoders = n }
+}
+
+// DefaultMaxDecoders is twice GOMAXPROCS, and at least 4.
+func DefaultMaxDecoders() int { return max(4, 2*runtime.GOMAXPROCS(0)) }
 
 // WithDecoderArgs passes further pocketsphinx arguments, name/value pairs
 // such as "-beam", "1e-40", after the package's own (which they override):
@@ -220,9 +237,16 @@ type pool struct {
 	// in dir, and for writing while they are removed.
 	files sync.RWMutex
 
-	mu      sync.Mutex
-	idle    []idleDecoder // the most recently used last
-	out     int           // decoders taken and not yet given back
+	// streamMax bounds the decoders held by utterances decoded as they
+	// are spoken; bursts (WithMaxDecoders) bounds those decoding a whole
+	// utterance at once, a slot per decoder.
+	streamMax int
+	bursts    chan struct{}
+
+	mu        sync.Mutex
+	idle      []idleDecoder // the most recently used last
+	out       int           // decoders taken and not yet given back
+	streaming int           // of them, held by utterances as spoken
 	streams int           // streams open
 	sweep   *time.Timer   // frees decoders idle past ttl; nil: none due
 	closed  bool          // Close was called: no new streams
@@ -320,7 +344,7 @@ func (p *pool) take() (*decoder, error) {
 func (p *pool) put(d *decoder) {
 	p.mu.Lock()
 	p.out--
-	if p.gone {
+	if p.gone || d.ps == nil {
 		p.mu.Unlock()
 		d.free()
 		return
@@ -355,6 +379,52 @@ func (p *pool) freeIdle() {
 	}
 	p.mu.Unlock()
 	freeAll(stale)
+}
+
+// takeStreaming returns a decoder for an utterance to be decoded as it is
+// spoken, or nil when as many are held so already as the pool allows.
+func (p *pool) takeStreaming() (*decoder, error) {
+	p.mu.Lock()
+	if p.streaming >= p.streamMax {
+		p.mu.Unlock()
+		return nil, nil
+	}
+	p.streaming++
+	p.mu.Unlock()
+	d, err := p.take()
+	if err != nil {
+		p.mu.Lock()
+		p.streaming--
+		p.mu.Unlock()
+	}
+	return d, err
+}
+
+// putStreaming gives back a decoder from takeStreaming, with no utterance
+// open, or frees it (d.ps nil) and counts it out.
+func (p *pool) putStreaming(d *decoder) {
+	p.mu.Lock()
+	p.streaming--
+	p.mu.Unlock()
+	p.put(d)
+}
+
+// decode decodes a whole utterance of 16 kHz audio on a decoder of its
+// own, once a burst slot is free, and returns its words.
+func (p *pool) decode(ctx context.Context, x []int16) (string, error) {
+	select {
+	case p.bursts <- struct{}{}:
+	case <-ctx.Done():
+		return "", fmt.Errorf("pocketsphinx: waiting for a decoder: %w", ctx.Err())
+	}
+	defer func() { <-p.bursts }()
+	d, err := p.take()
+	if err != nil {
+		return "", err
+	}
+	text, err := d.decode(x)
+	p.put(d)
+	return text, err
 }
 
 // stats returns how many decoders are in use and idle.
@@ -396,6 +466,7 @@ func New(opts ...Option) (*Recognizer, error) {
 		writeTimeout: DefaultWriteTimeout,
 		noiseFloor:   DefaultNoiseFloor,
 		idleDecoder:  DefaultIdleDecoder,
+		maxDecoders:  DefaultMaxDecoders(),
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -409,6 +480,8 @@ func New(opts ...Option) (*Recognizer, error) {
 		cfg.queue < 100*time.Millisecond || cfg.writeTimeout < 0 || cfg.idleDecoder < 0:
 		return nil, fmt.Errorf("pocketsphinx: New: invalid durations (partials %v, pre-roll %v, max utterance %v, queue %v, write timeout %v, idle decoder %v)",
 			cfg.partials, cfg.preRoll, cfg.maxUtterance, cfg.queue, cfg.writeTimeout, cfg.idleDecoder)
+	case cfg.maxDecoders < 2:
+		return nil, fmt.Errorf("pocketsphinx: New: at most %d decoders (want 2 or more)", cfg.maxDecoders)
 	case math.IsNaN(cfg.noiseFloor) || cfg.noiseFloor > -20:
 		return nil, fmt.Errorf("pocketsphinx: New: noise floor %v dBFS (want -20 dBFS or lower)", cfg.noiseFloor)
 	case len(cfg.decoderArgs)%2 != 0:
@@ -445,7 +518,9 @@ func New(opts ...Option) (*Recognizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pocketsphinx: New: %w", err)
 	}
-	p := &pool{lib: l, dir: dir, ttl: cfg.idleDecoder, keep: 1}
+	streamMax := cfg.maxDecoders / 2
+	p := &pool{lib: l, dir: dir, ttl: cfg.idleDecoder, keep: 1,
+		streamMax: streamMax, bursts: make(chan struct{}, cfg.maxDecoders-streamMax)}
 	gram := filepath.Join(dir, "grammar.gram")
 	dict := filepath.Join(dir, "words.dict")
 	var lines []string

@@ -68,7 +68,12 @@ type event struct {
 // decoderState is what the decoder goroutine works with.
 type decoderState struct {
 	pool *pool
-	d    *decoder // from pool while an utterance is open, else nil
+	// d is the decoder of an utterance decoded as it is spoken, from
+	// the pool; nil while none is open, or while the open one is kept in
+	// held, to be decoded whole when it ends (the pool had no decoder to
+	// spare when it opened).
+	d    *decoder
+	held []int16
 	cfg  config
 
 	rs  *media.Resampler // nil at 16 kHz
@@ -356,17 +361,23 @@ func (s *Stream) handle(ev event) error {
 	return err
 }
 
-// start opens an utterance, on a decoder from the pool.
+// start opens an utterance, on a decoder from the pool if it has one to
+// spare, else in held.
 func (st *decoderState) start() error {
 	if st.d == nil {
-		d, err := st.pool.take()
+		d, err := st.pool.takeStreaming()
 		if err != nil {
 			return err
 		}
-		st.d = d
+		st.d, st.held = d, st.held[:0]
+	}
+	if st.d == nil {
+		st.open, st.fed, st.sinceHyp, st.partial = true, 0, 0, ""
+		return nil
 	}
 	if err := st.d.start(); err != nil {
 		st.d.free() // in an unknown state: not for the pool
+		st.pool.putStreaming(st.d)
 		st.d = nil
 		return err
 	}
@@ -379,7 +390,9 @@ func (st *decoderState) start() error {
 func (st *decoderState) feed(s *Stream, x []int16) error {
 	for len(x) > 0 {
 		n := min(len(x), st.maxFed-st.fed)
-		if err := st.d.process(x[:n]); err != nil {
+		if st.d == nil {
+			st.held = append(st.held, x[:n]...)
+		} else if err := st.d.process(x[:n]); err != nil {
 			return err
 		}
 		x = x[n:]
@@ -396,7 +409,7 @@ func (st *decoderState) feed(s *Stream, x []int16) error {
 			}
 			continue
 		}
-		if st.every > 0 && st.sinceHyp >= st.every {
+		if st.every > 0 && st.sinceHyp >= st.every && st.d != nil {
 			st.sinceHyp = 0
 			if h := st.d.hyp(); h != "" && h != st.partial {
 				st.partial = h
@@ -412,17 +425,28 @@ func (st *decoderState) feed(s *Stream, x []int16) error {
 // when the length limit cut the utterance.
 func (st *decoderState) finish(s *Stream, always bool) error {
 	st.open = false
-	text, err := st.d.end()
-	if err != nil {
-		st.d.free()
-		st.d = nil
-		return err
-	}
-	if always {
-		// The utterance is over: the decoder goes back to the pool for
-		// whichever call speaks next.
-		st.pool.put(st.d)
-		st.d = nil
+	var text string
+	var err error
+	switch {
+	case st.d == nil:
+		text, err = st.pool.decode(s.ctx, st.held)
+		st.held = st.held[:0]
+		if err != nil {
+			return err
+		}
+	default:
+		if text, err = st.d.end(); err != nil {
+			st.d.free()
+			st.pool.putStreaming(st.d)
+			st.d = nil
+			return err
+		}
+		if always {
+			// The utterance is over: the decoder goes back to the pool
+			// for whichever call speaks next.
+			st.pool.putStreaming(st.d)
+			st.d = nil
+		}
 	}
 	if always || text != "" {
 		s.emit(stt.Transcript{Text: text, Final: true})
@@ -433,6 +457,7 @@ func (st *decoderState) finish(s *Stream, always bool) error {
 // release gives the decoder back at the end of the stream, ending an
 // utterance left open (its words are dropped).
 func (st *decoderState) release() {
+	st.held = nil
 	if st.d == nil {
 		return
 	}
@@ -440,11 +465,9 @@ func (st *decoderState) release() {
 		st.open = false
 		if _, err := st.d.end(); err != nil {
 			st.d.free()
-			st.d = nil
-			return
 		}
 	}
-	st.pool.put(st.d)
+	st.pool.putStreaming(st.d)
 	st.d = nil
 }
 

@@ -1,0 +1,402 @@
+//go:build linux
+
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	goruntime "runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/holdline/holdline/examples/booking"
+	"github.com/holdline/holdline/internal/rtctest"
+	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/server"
+	"github.com/holdline/holdline/stt/pocketsphinx"
+	"github.com/holdline/holdline/tts/espeak"
+)
+
+// Environment of BenchmarkLocalEngines, besides HOLDLINE_BENCH_SESSIONS and
+// HOLDLINE_BENCH_WINDOW.
+const (
+	// benchRoundsEnv sets how many times the calls are made and ended
+	// (default 1; 4 to see whether memory comes back).
+	benchRoundsEnv = "HOLDLINE_BENCH_ROUNDS"
+	// benchAdmissionEnv set to "default" runs the server with its
+	// admission default for these engines instead of room for every
+	// call, so that the calls beyond it are refused.
+	benchAdmissionEnv = "HOLDLINE_BENCH_ADMISSION"
+)
+
+// speechGap is the quiet a benchmark caller leaves after each phrase: room
+// for the agent's answer.
+const speechGap = 4 * time.Second
+
+// speechPhrases are what benchmark callers say, in turn.
+var speechPhrases = []string{
+	"Book a table for two at seven.",
+	"Do you have a table for four at eight?",
+	"What times are available?",
+	"Yes, please.",
+	"For six people.",
+	"Thank you.",
+}
+
+// BenchmarkLocalEngines measures calls on the local engines as serve runs
+// them without a cloud key: the booking agent on the demo model, one
+// pocketsphinx recogniser with the agent's grammar shared by every call,
+// and espeak-ng's voice. For each N (HOLDLINE_BENCH_SESSIONS, default 20)
+// N WebRTC clients (pion, in a child process at nice 19) connect and hear
+// their greeting; then through the window (HOLDLINE_BENCH_WINDOW, default
+// 30s) each speaks a booking phrase, waits 4 s for the answer, and speaks
+// the next, their starts staggered over the first 3 s; then every session
+// is deleted. It reports
+//
+//	rss-KiB/session       VmRSS with the calls live, after they spoke, minus
+//	                      the server's before the first call, per call
+//	rss-after-%           VmRSS once every call of the last round has ended and
+//	                      the idle decoders were freed, in % above the start
+//	caller-turns          caller phrases the server made turns of
+//	dropped-turns         caller turns lost: no final transcript in time
+//	                      (holdline_stt_turns_dropped_total); must be 0
+//	refused               calls the server refused (503)
+//	replies               phrases after which the client heard the agent
+//	server-cpu-%/session  the server's CPU over the window, % of one core
+//	missed-frames         output frame periods skipped
+//
+// HOLDLINE_BENCH_ROUNDS=4 makes and ends the calls four times, to see
+// whether the memory comes back; HOLDLINE_BENCH_ADMISSION=default runs the
+// server with its admission default for these engines
+// (server.DefaultMaxSessions unless serve derives one), so that calls
+// beyond it are refused rather than degraded.
+//
+//	go test -run '^$' -bench BenchmarkLocalEngines -benchtime 1x ./server
+//	HOLDLINE_BENCH_ROUNDS=4 go test -run '^$' -bench LocalEngines -benchtime 1x ./server
+func BenchmarkLocalEngines(b *testing.B) {
+	rec, err := pocketsphinx.New(pocketsphinx.WithPhrases(booking.Phrases...))
+	if errors.Is(err, pocketsphinx.ErrMissingLibrary) || errors.Is(err, pocketsphinx.ErrMissingModel) {
+		b.Skipf("the local recogniser is not installed: %v", err)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rec.Close()
+	voice, err := espeak.New()
+	if err != nil {
+		b.Skipf("espeak-ng is not installed: %v", err)
+	}
+	ns := []int{20}
+	if v := os.Getenv(benchSessionsEnv); v != "" {
+		ns = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				b.Fatalf("%s=%q: want session counts like 10,20", benchSessionsEnv, v)
+			}
+			ns = append(ns, n)
+		}
+	}
+	window := 30 * time.Second
+	if v := os.Getenv(benchWindowEnv); v != "" {
+		if window, err = time.ParseDuration(v); err != nil || window < 10*time.Second {
+			b.Fatalf("%s=%q: want a duration of at least 10s", benchWindowEnv, v)
+		}
+	}
+	rounds := 1
+	if v := os.Getenv(benchRoundsEnv); v != "" {
+		if rounds, err = strconv.Atoi(v); err != nil || rounds < 1 {
+			b.Fatalf("%s=%q: want a count", benchRoundsEnv, v)
+		}
+	}
+	newAgent := func(context.Context) (*runtime.Agent, func(), error) {
+		return booking.New(booking.NewRestaurant(8), booking.WithModel(booking.NewDemoModel()),
+			booking.WithTTS(voice), booking.WithSTT(rec)), nil, nil
+	}
+	for _, n := range ns {
+		b.Run(fmt.Sprintf("calls=%d", n), func(b *testing.B) {
+			// One measurement, whatever b.N: run with -benchtime 1x.
+			localEnginesOnce(b, n, window, rounds, rec, newAgent)
+		})
+	}
+}
+
+func localEnginesOnce(b *testing.B, n int, window time.Duration, rounds int, rec *pocketsphinx.Recognizer, newAgent server.AgentFunc) {
+	b.StopTimer()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	opts := []server.Option{server.WithAgentName("booking"), server.WithLogger(logger)}
+	if os.Getenv(benchAdmissionEnv) != "default" {
+		opts = append(opts, server.WithMaxSessions(n+10))
+	}
+	srv, err := server.New(newAgent, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer func() {
+		hs.Close()
+		srv.Close()
+	}()
+	debug.FreeOSMemory()
+	rss0 := rssKiB(b)
+	anon0 := rssAnonKiB(b)
+	b.Logf("start: %s", rssParts())
+
+	var (
+		liveMax             int64
+		rssAfter            int64
+		up, sent, replies   int
+		cpu, wall           float64
+		missed              uint64
+		refusedBefore       = scrape(b, hs.URL)["holdline_requests_rejected_total"]
+		dropped0            = scrape(b, hs.URL)["holdline_stt_turns_dropped_total"]
+		answers             float64
+		anonAfter           int64
+	)
+	for r := range rounds {
+		cfg := fleetConfig{URL: hs.URL, N: n, Client: "rtctest", Window: window, Connect: fleetConnectBase + time.Duration(n)*fleetConnectPer,
+			Nice: benchClientNice, Speech: true, Delete: true}
+		fleet := startFleet(b, cfg)
+		msg := fleet.next(b, cfg.Connect+30*time.Second)
+		if msg.Type != "ready" {
+			b.Fatalf("client fleet: %s %s", msg.Type, msg.Error)
+		}
+		up = msg.Connected
+		if msg.Failed > 0 {
+			b.Logf("round %d: %d of %d calls did not connect or hear their greeting: %s", r+1, msg.Failed, n, msg.Error)
+		}
+		turnsAtGreeted := scrape(b, hs.URL)["holdline_turns_total"]
+		missed0 := srv.MissedFrames()
+		cpu0 := cpuSeconds()
+		start := time.Now()
+		fleet.send(b, "go")
+		b.StartTimer()
+		res := fleet.next(b, window+time.Minute)
+		b.StopTimer()
+		if res.Type != "result" {
+			b.Fatalf("client fleet: %s %s", res.Type, res.Error)
+		}
+		// Agent turns in the window: answers to the callers.
+		answers += scrape(b, hs.URL)["holdline_turns_total"] - turnsAtGreeted
+		cpu += cpuSeconds() - cpu0
+		wall += time.Since(start).Seconds()
+		missed += srv.MissedFrames() - missed0
+		sent += res.Sent
+		replies += res.Replies
+		debug.FreeOSMemory()
+		liveMax = max(liveMax, rssKiB(b))
+
+		fleet.send(b, "bye")
+		fleet.wait(b)
+		deadline := time.Now().Add(30 * time.Second)
+		for srv.Sessions() > 0 && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if k := srv.Sessions(); k > 0 {
+			b.Logf("round %d: %d sessions still live 30s after their deletion", r+1, k)
+		}
+		// Idle decoders are freed after their idle time.
+		time.Sleep(pocketsphinx.DefaultIdleDecoder + time.Second)
+		debug.FreeOSMemory()
+		rssAfter = rssKiB(b)
+		anonAfter = rssAnonKiB(b)
+		var ms goruntime.MemStats
+		goruntime.ReadMemStats(&ms)
+		inUse, idle := rec.Decoders()
+		b.Logf("round %d after: %s; Go runtime holds %d KiB from the OS (heap in use %d KiB); decoders %d in use, %d idle",
+			r+1, rssParts(), (ms.Sys-ms.HeapReleased)/1024, ms.HeapInuse/1024, inUse, idle)
+		b.Logf("round %d: %d calls; VmRSS %d KiB at the start, %d KiB live, %d KiB after", r+1, up, rss0, liveMax, rssAfter)
+	}
+	m := scrape(b, hs.URL)
+	dropped := m["holdline_stt_turns_dropped_total"] - dropped0
+	b.ReportMetric(float64(liveMax-rss0)/float64(max(up, 1)), "rss-KiB/session")
+	b.ReportMetric(100*float64(rssAfter-rss0)/float64(rss0), "rss-after-%")
+	b.ReportMetric(100*float64(anonAfter-anon0)/float64(anon0), "anon-after-%")
+	b.ReportMetric(answers, "answers")
+	b.ReportMetric(dropped, "dropped-turns")
+	b.ReportMetric(m["holdline_requests_rejected_total"]-refusedBefore, "refused")
+	b.ReportMetric(float64(sent), "phrases")
+	b.ReportMetric(float64(replies), "replies")
+	b.ReportMetric(100*cpu/wall/float64(max(up, 1)), "server-cpu-%/session")
+	b.ReportMetric(float64(missed), "missed-frames")
+}
+
+// scrape reads the server's Prometheus metrics, summing the series of each
+// name over their labels.
+func scrape(tb testing.TB, base string) map[string]float64 {
+	tb.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, rest, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		name, _, _ = strings.Cut(name, "{")
+		if i := strings.LastIndexByte(line, ' '); i > 0 {
+			rest = line[i+1:]
+		}
+		if v, err := strconv.ParseFloat(rest, 64); err == nil {
+			out[name] += v
+		}
+	}
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
+// speechScript is what the fleet's clients say in the window.
+type speechScript struct {
+	wg     *sync.WaitGroup
+	durs   []time.Duration // of each phrase
+	sentAt [][]time.Time   // per client, when each phrase began
+	which  [][]int         // per client, which phrase
+	mu     *sync.Mutex
+}
+
+// speakFleet makes each client speak the phrases in turn from its start
+// (staggered over stagger) until end, a phrase every speechGap after the
+// last ended.
+func speakFleet(ctx context.Context, clients []fleetClient, start, end time.Time, stagger time.Duration) (speechScript, error) {
+	voice, err := espeak.New(espeak.WithSampleRate(48000))
+	if err != nil {
+		return speechScript{}, err
+	}
+	var audio [][]int16
+	var durs []time.Duration
+	for _, p := range speechPhrases {
+		x, err := synthesize(ctx, voice, p)
+		if err != nil {
+			return speechScript{}, fmt.Errorf("%q: %w", p, err)
+		}
+		audio = append(audio, x)
+		durs = append(durs, time.Duration(len(x))*time.Second/48000)
+	}
+	sc := speechScript{wg: &sync.WaitGroup{}, durs: durs, sentAt: make([][]time.Time, len(clients)), which: make([][]int, len(clients)), mu: &sync.Mutex{}}
+	for i, c := range clients {
+		rc, ok := c.(rtctestClient)
+		if !ok {
+			return speechScript{}, errors.New("speech needs rtctest clients")
+		}
+		sc.wg.Go(func() {
+			at := start.Add(time.Duration(i) * stagger / time.Duration(len(clients)))
+			for k := i; ; k++ {
+				p := k % len(audio)
+				if at.Add(durs[p]).After(end) || !sleepUntil(ctx, at) {
+					return
+				}
+				sc.mu.Lock()
+				sc.sentAt[i] = append(sc.sentAt[i], time.Now())
+				sc.which[i] = append(sc.which[i], p)
+				sc.mu.Unlock()
+				rc.Say(append(audio[p], rtctest.Silence(100*time.Millisecond)...))
+				at = at.Add(durs[p] + speechGap)
+			}
+		})
+	}
+	return sc, nil
+}
+
+// wait waits for the clients to finish and counts the phrases spoken and
+// those the agent answered: the client heard it after the phrase ended and
+// before the next began (or the window ended).
+func (sc speechScript) wait(clients []fleetClient, end time.Time) (sent, replies int) {
+	sc.wg.Wait()
+	for i, c := range clients {
+		levels := c.Levels()
+		for k, at := range sc.sentAt[i] {
+			sent++
+			from := at.Add(sc.durs[sc.which[i][k]])
+			until := end
+			if k+1 < len(sc.sentAt[i]) {
+				until = sc.sentAt[i][k+1]
+			}
+			for _, l := range levels {
+				if l.At.After(from) && l.At.Before(until) && l.RMS > 0.01 {
+					replies++
+					break
+				}
+			}
+		}
+	}
+	return sent, replies
+}
+
+// synthesize returns the whole of text in voice's audio.
+func synthesize(ctx context.Context, voice *espeak.Synthesizer, text string) ([]int16, error) {
+	st, err := voice.Synthesize(ctx, text)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	var out []int16
+	for {
+		ch, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ch.Audio.Samples...)
+	}
+}
+
+// rssParts is the resident memory by kind, from /proc/self/status: anonymous
+// (heaps) and file-backed (mapped libraries and models).
+func rssParts() string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return err.Error()
+	}
+	var parts []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "RssAnon:") || strings.HasPrefix(l, "RssFile:") {
+			parts = append(parts, strings.Join(strings.Fields(l), " "))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// rssAnonKiB is the anonymous part of the resident memory: what the
+// process's heaps hold, without the pages of the program and libraries it
+// has run, which the kernel shares and can drop.
+func rssAnonKiB(tb testing.TB) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "RssAnon:" {
+			n, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return n
+		}
+	}
+	tb.Fatal("no RssAnon in /proc/self/status")
+	return 0
+}
