@@ -154,15 +154,15 @@ func localEnginesOnce(b *testing.B, n int, window time.Duration, rounds int, rec
 	b.Logf("start: %s", rssParts())
 
 	var (
-		liveMax             int64
-		rssAfter            int64
-		up, sent, replies   int
-		cpu, wall           float64
-		missed              uint64
-		refusedBefore       = scrape(b, hs.URL)["holdline_requests_rejected_total"]
-		dropped0            = scrape(b, hs.URL)["holdline_stt_turns_dropped_total"]
-		answers             float64
-		anonAfter           int64
+		liveMax           int64
+		rssAfter          int64
+		up, sent, replies int
+		cpu, wall         float64
+		missed            uint64
+		refusedBefore     = scrape(b, hs.URL)["holdline_requests_rejected_total"]
+		dropped0          = scrape(b, hs.URL)["holdline_stt_turns_dropped_total"]
+		answers           float64
+		anonAfter         int64
 	)
 	for r := range rounds {
 		cfg := fleetConfig{URL: hs.URL, N: n, Client: "rtctest", Window: window, Connect: fleetConnectBase + time.Duration(n)*fleetConnectPer,
