@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/examples/booking"
+	"github.com/holdline/holdline/internal/cheap"
 	"github.com/holdline/holdline/internal/rtctest"
 	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/server"
@@ -151,7 +152,8 @@ func localEnginesOnce(b *testing.B, n int, window time.Duration, rounds int, rec
 	debug.FreeOSMemory()
 	rss0 := rssKiB(b)
 	anon0 := rssAnonKiB(b)
-	b.Logf("start: %s", rssParts())
+	ch := cheap.Stats()
+	b.Logf("start: %s; C heap %d KiB in use, %d KiB free, %d KiB mapped apart", rssParts(), ch.InUse/1024, ch.Free/1024, ch.Mapped/1024)
 
 	var (
 		liveMax           int64
@@ -214,8 +216,9 @@ func localEnginesOnce(b *testing.B, n int, window time.Duration, rounds int, rec
 		var ms goruntime.MemStats
 		goruntime.ReadMemStats(&ms)
 		inUse, idle := rec.Decoders()
-		b.Logf("round %d after: %s; Go runtime holds %d KiB from the OS (heap in use %d KiB); decoders %d in use, %d idle",
-			r+1, rssParts(), (ms.Sys-ms.HeapReleased)/1024, ms.HeapInuse/1024, inUse, idle)
+		ch := cheap.Stats()
+		b.Logf("round %d after: %s; Go runtime holds %d KiB from the OS (heap in use %d KiB); C heap %d KiB in use, %d KiB free, %d KiB mapped apart; decoders %d in use, %d idle",
+			r+1, rssParts(), (ms.Sys-ms.HeapReleased)/1024, ms.HeapInuse/1024, ch.InUse/1024, ch.Free/1024, ch.Mapped/1024, inUse, idle)
 		b.Logf("round %d: %d calls; VmRSS %d KiB at the start, %d KiB live, %d KiB after", r+1, up, rss0, liveMax, rssAfter)
 	}
 	m := scrape(b, hs.URL)

@@ -3,7 +3,6 @@ package pocketsphinx
 /*
 #cgo LDFLAGS: -ldl
 #include <dlfcn.h>
-#include <malloc.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -196,10 +195,6 @@ static const char *psgo_hyp(const psgo_lib *l, void *ps) {
 	return l->get_hyp(ps, &score);
 }
 
-// psgo_trim hands free memory at the top of glibc's heaps back to the
-// system, in every arena.
-static void psgo_trim(void) { malloc_trim(0); }
-
 static void psgo_free(const psgo_lib *l, void *ps) {
 	l->free(ps);
 }
@@ -371,9 +366,6 @@ func (d *decoder) free() {
 		d.ps = nil
 	}
 }
-
-// trimHeap hands the C heap's free memory back to the system.
-func trimHeap() { C.psgo_trim() }
 
 // oneLine joins the lines of a log excerpt.
 func oneLine(s string) string {

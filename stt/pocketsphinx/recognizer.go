@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/holdline/holdline/internal/cheap"
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/stt"
 )
@@ -137,8 +138,9 @@ func WithNoiseFloor(dBFS float64) Option {
 }
 
 // WithIdleDecoder sets how long a decoder no utterance uses is kept for
-// the next one before it is freed (default DefaultIdleDecoder). One idle
-// decoder is kept however long: New makes it, and the next call needs it.
+// the next one before it is freed (default DefaultIdleDecoder). A quiet
+// server holds none: the next utterance makes one (about 15 ms, while
+// its audio queues).
 func WithIdleDecoder(d time.Duration) Option {
 	return func(c *config) { c.idleDecoder = d }
 }
@@ -201,13 +203,15 @@ var decoderArgs = []string{
 // Recognizer is an stt.Recognizer on pocketsphinx with a grammar. It is
 // safe for concurrent use.
 //
-// Its decoders are shared by its streams: a stream takes one from the
-// Recognizer's pool when an utterance opens and gives it back when the
-// utterance ends, so a live call holds a decoder (the acoustic model, the
-// grammar and the search, about 8 MB, more once it has decoded) only while
-// its caller speaks, and a hundred calls of one agent where a few speak at
-// once hold a few decoders. Decoders left idle for DefaultIdleDecoder are
-// freed, and the memory they held is handed back to the system.
+// Its decoders are shared by its streams, and bounded (WithMaxDecoders): a
+// decoder holds the acoustic model, the grammar and a search, 5 to 10 MB,
+// so one per call would make memory grow with the calls. A stream takes
+// one from the Recognizer's pool when an utterance opens and gives it back
+// when the utterance ends, so a live call holds a decoder only while its
+// caller speaks; an utterance that opens when the decoders for speech in
+// progress are all held is kept and decoded whole when it ends. Decoders
+// left idle for DefaultIdleDecoder are freed, and the memory they held is
+// handed back to the system.
 type Recognizer struct {
 	cfg     config
 	args    []string // decoder arguments
@@ -231,7 +235,6 @@ type pool struct {
 	args []string
 	dir  string
 	ttl  time.Duration // how long an idle decoder is kept
-	keep int           // idle decoders kept however long idle
 
 	// files is held for reading while a decoder is made from the files
 	// in dir, and for writing while they are removed.
@@ -350,15 +353,14 @@ func (p *pool) put(d *decoder) {
 		return
 	}
 	p.idle = append(p.idle, idleDecoder{d: d, since: time.Now()})
-	if len(p.idle) > p.keep && p.sweep == nil {
+	if len(p.idle) > 0 && p.sweep == nil {
 		p.sweep = time.AfterFunc(p.ttl, p.freeIdle)
 	}
 	p.mu.Unlock()
 }
 
-// freeIdle frees the decoders idle for the pool's ttl or longer, but the
-// p.keep most recently used, and schedules itself again while more idle
-// decoders than that remain.
+// freeIdle frees the decoders idle for the pool's ttl or longer, and
+// schedules itself again while idle decoders remain.
 func (p *pool) freeIdle() {
 	p.mu.Lock()
 	p.sweep = nil
@@ -369,11 +371,11 @@ func (p *pool) freeIdle() {
 	now := time.Now()
 	var stale []idleDecoder
 	// The oldest first: p.idle is in the order the decoders came back.
-	for len(p.idle) > p.keep && now.Sub(p.idle[0].since) >= p.ttl {
+	for len(p.idle) > 0 && now.Sub(p.idle[0].since) >= p.ttl {
 		stale = append(stale, p.idle[0])
 		p.idle = p.idle[1:]
 	}
-	if len(p.idle) > p.keep {
+	if len(p.idle) > 0 {
 		next := p.ttl - now.Sub(p.idle[0].since)
 		p.sweep = time.AfterFunc(max(next, time.Millisecond), p.freeIdle)
 	}
@@ -445,7 +447,7 @@ func freeAll(ds []idleDecoder) {
 	for _, d := range ds {
 		d.d.free()
 	}
-	trimHeap()
+	cheap.Trim()
 }
 
 // New loads pocketsphinx and the model, writes the grammar and its
@@ -519,7 +521,7 @@ func New(opts ...Option) (*Recognizer, error) {
 		return nil, fmt.Errorf("pocketsphinx: New: %w", err)
 	}
 	streamMax := cfg.maxDecoders / 2
-	p := &pool{lib: l, dir: dir, ttl: cfg.idleDecoder, keep: 1,
+	p := &pool{lib: l, dir: dir, ttl: cfg.idleDecoder,
 		streamMax: streamMax, bursts: make(chan struct{}, cfg.maxDecoders-streamMax)}
 	gram := filepath.Join(dir, "grammar.gram")
 	dict := filepath.Join(dir, "words.dict")
