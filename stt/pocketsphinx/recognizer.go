@@ -250,10 +250,10 @@ type pool struct {
 	idle      []idleDecoder // the most recently used last
 	out       int           // decoders taken and not yet given back
 	streaming int           // of them, held by utterances as spoken
-	streams int           // streams open
-	sweep   *time.Timer   // frees decoders idle past ttl; nil: none due
-	closed  bool          // Close was called: no new streams
-	gone    bool          // closed and no stream left: released
+	streams   int           // streams open
+	sweep     *time.Timer   // frees decoders idle past ttl; nil: none due
+	closed    bool          // Close was called: no new streams
+	gone      bool          // closed and no stream left: released
 }
 
 type idleDecoder struct {
