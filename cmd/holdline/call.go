@@ -42,6 +42,8 @@ func callCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if !strings.HasPrefix(target, "sip:") {
 		return fmt.Errorf("call: want a SIP URI to call, like sip:alice@192.0.2.10:5060 (got %q)", target)
 	}
+	// The engines every session shares go with the command.
+	defer pf.closeShared()
 	def, ok := agents[*name]
 	if !ok {
 		return fmt.Errorf("no agent named %q (have: %s)", *name, agentNames())

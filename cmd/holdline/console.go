@@ -83,6 +83,8 @@ func consoleCmd(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	// The engines every session shares go with the command.
+	defer pf.closeShared()
 	def, ok := agents[*name]
 	if !ok {
 		return fmt.Errorf("no agent named %q (have: %s)", *name, agentNames())

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -39,6 +40,54 @@ type providerFlags struct {
 	// and shared by every session (it is safe for concurrent use).
 	espeakOnce sync.Once
 	espeak     *espeak.Synthesizer
+
+	// recognizers are the local recognisers, one per grammar (an
+	// agent's phrases), made at the first session that needs one and
+	// shared by all after it: each session of its own would load the
+	// acoustic model and compile the grammar again, and hold decoders
+	// the others cannot use. closeShared closes them.
+	recMu       sync.Mutex
+	recognizers map[string]*pocketsphinx.Recognizer
+}
+
+// localRecognizer returns the process's pocketsphinx recogniser for
+// phrases, made once. Sessions cannot close it: closeShared does.
+func (p *providerFlags) localRecognizer(phrases []string) (stt.Recognizer, error) {
+	key := strings.Join(phrases, "\n")
+	p.recMu.Lock()
+	defer p.recMu.Unlock()
+	if r, ok := p.recognizers[key]; ok {
+		return sharedRecognizer{r}, nil
+	}
+	r, err := pocketsphinx.New(pocketsphinx.WithPhrases(phrases...))
+	if err != nil {
+		return nil, err
+	}
+	if p.recognizers == nil {
+		p.recognizers = map[string]*pocketsphinx.Recognizer{}
+	}
+	p.recognizers[key] = r
+	return sharedRecognizer{r}, nil
+}
+
+// closeShared closes the engines the sessions shared.
+func (p *providerFlags) closeShared() error {
+	p.recMu.Lock()
+	defer p.recMu.Unlock()
+	var errs []error
+	for key, r := range p.recognizers {
+		errs = append(errs, r.Close())
+		delete(p.recognizers, key)
+	}
+	return errors.Join(errs...)
+}
+
+// sharedRecognizer is a recogniser sessions share: it has no Close for a
+// session's providers to call.
+type sharedRecognizer struct{ r *pocketsphinx.Recognizer }
+
+func (s sharedRecognizer) Stream(ctx context.Context, sampleRate int) (stt.Stream, error) {
+	return s.r.Stream(ctx, sampleRate)
 }
 
 func (p *providerFlags) register(fs *flag.FlagSet) {
@@ -292,7 +341,7 @@ func (p *providerFlags) buildTTS(name string) (tts.Synthesizer, error) {
 func (p *providerFlags) buildSTT(name string, phrases []string, rt *realtime.Client) (stt.Recognizer, error) {
 	switch name {
 	case "pocketsphinx":
-		return pocketsphinx.New(pocketsphinx.WithPhrases(phrases...))
+		return p.localRecognizer(phrases)
 	case "openai":
 		return sttopenai.New()
 	case "realtime":

@@ -52,6 +52,8 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	// The engines every session shares go with the command.
+	defer pf.closeShared()
 	def, ok := agents[*name]
 	if !ok {
 		return fmt.Errorf("no agent named %q (have: %s)", *name, agentNames())
