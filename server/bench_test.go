@@ -87,7 +87,7 @@ type fleetConfig struct {
 	// Speech makes every client speak booking phrases (espeak-ng's voice)
 	// through the window, one every speechGap after the last, instead of
 	// a tone and a typed line: for servers whose recogniser listens
-	// (BenchmarkLocalEngines). rtctest clients only.
+	// (BenchmarkLocalEngines).
 	Speech bool `json:"speech,omitempty"`
 	// Delete ends every client's session with DELETE at "bye".
 	Delete bool `json:"delete,omitempty"`
@@ -815,13 +815,11 @@ func TestBenchClientFleet(t *testing.T) {
 		defer dcancel()
 		var wg sync.WaitGroup
 		for _, c := range clients {
-			if rc, ok := c.(rtctestClient); ok {
-				wg.Go(func() {
-					if err := rc.Delete(dctx, cfg.URL, ""); err != nil {
-						t.Logf("delete: %v", err)
-					}
-				})
-			}
+			wg.Go(func() {
+				if err := c.Delete(dctx, cfg.URL); err != nil {
+					t.Logf("delete: %v", err)
+				}
+			})
 		}
 		wg.Wait()
 	}
@@ -860,14 +858,27 @@ func reniceSelf(nice int) error {
 // fleetClient is one caller of the fleet.
 type fleetClient interface {
 	SayTone() // fleetTone on the microphone
+	// SayPhrase puts speechPhrases[i] (fleetSpeech) on the microphone.
+	SayPhrase(i int)
 	SendText(text string) error
 	Levels() []rtctest.Level
+	// Delete ends the session.
+	Delete(ctx context.Context, base string) error
 	Close() error
 }
 
 type rtctestClient struct{ *rtctest.Client }
 
 func (c rtctestClient) SayTone() { c.Say(rtctest.Tone(fleetTone, 0.3)) }
+
+func (c rtctestClient) SayPhrase(i int) {
+	sp, _ := fleetSpeech()
+	c.Say(append(sp.pcm[i], rtctest.Silence(100*time.Millisecond)...))
+}
+
+func (c rtctestClient) Delete(ctx context.Context, base string) error {
+	return c.Client.Delete(ctx, base, "")
+}
 
 func dialRTCTest(ctx context.Context, base string) (fleetClient, error) {
 	c, err := rtctest.Dial(ctx, base, rtctest.Options{})
@@ -909,11 +920,12 @@ func loudAfter(levels []rtctest.Level, t time.Time) bool {
 // agent's audio is decoded at 16 kHz. On a small machine it leaves the
 // server the CPU a real deployment's callers would not take.
 type lightClient struct {
-	pc    *pion.PeerConnection
-	track *pion.TrackLocalStaticSample
-	dc    *pion.DataChannel
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	location string // the session's URL path
+	pc       *pion.PeerConnection
+	track    *pion.TrackLocalStaticSample
+	dc       *pion.DataChannel
+	stop     chan struct{}
+	wg       sync.WaitGroup
 
 	mu     sync.Mutex
 	levels []rtctest.Level
@@ -1052,6 +1064,7 @@ func dialLight(ctx context.Context, base string) (fleetClient, error) {
 	if resp.StatusCode != http.StatusCreated {
 		return nil, fmt.Errorf("offer: HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(answer))
 	}
+	c.location = resp.Header.Get("Location")
 	if err := pc.SetRemoteDescription(pion.SessionDescription{Type: pion.SDPTypeAnswer, SDP: string(answer)}); err != nil {
 		return nil, err
 	}
@@ -1119,6 +1132,29 @@ func (c *lightClient) speak() {
 		c.mu.Unlock()
 		_ = c.track.WriteSample(pionmedia.Sample{Data: append([]byte(nil), pkt...), Duration: 20 * time.Millisecond})
 	}
+}
+
+func (c *lightClient) SayPhrase(i int) {
+	sp, _ := fleetSpeech()
+	c.mu.Lock()
+	c.mic = append(c.mic, sp.packets[i]...)
+	c.mu.Unlock()
+}
+
+func (c *lightClient) Delete(ctx context.Context, base string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, base+c.location, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("DELETE %s: HTTP %d", c.location, resp.StatusCode)
+	}
+	return nil
 }
 
 func (c *lightClient) SayTone() {

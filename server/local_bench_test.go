@@ -20,9 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hraban/opus"
+
 	"github.com/holdline/holdline/examples/booking"
 	"github.com/holdline/holdline/internal/cheap"
-	"github.com/holdline/holdline/internal/rtctest"
 	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/server"
 	"github.com/holdline/holdline/stt/pocketsphinx"
@@ -121,6 +122,14 @@ func BenchmarkLocalEngines(b *testing.B) {
 			b.Fatalf("%s=%q: want a count", benchRoundsEnv, v)
 		}
 	}
+	client := "rtctest"
+	switch v := os.Getenv(benchClientEnv); v {
+	case "", "rtctest":
+	case "light":
+		client = v
+	default:
+		b.Fatalf("%s=%q: want rtctest or light", benchClientEnv, v)
+	}
 	newAgent := func(context.Context) (*runtime.Agent, func(), error) {
 		return booking.New(booking.NewRestaurant(8), booking.WithModel(booking.NewDemoModel()),
 			booking.WithTTS(voice), booking.WithSTT(rec)), nil, nil
@@ -128,12 +137,12 @@ func BenchmarkLocalEngines(b *testing.B) {
 	for _, n := range ns {
 		b.Run(fmt.Sprintf("calls=%d", n), func(b *testing.B) {
 			// One measurement, whatever b.N: run with -benchtime 1x.
-			localEnginesOnce(b, n, window, rounds, rec, newAgent)
+			localEnginesOnce(b, n, window, rounds, client, rec, newAgent)
 		})
 	}
 }
 
-func localEnginesOnce(b *testing.B, n int, window time.Duration, rounds int, rec *pocketsphinx.Recognizer, newAgent server.AgentFunc) {
+func localEnginesOnce(b *testing.B, n int, window time.Duration, rounds int, client string, rec *pocketsphinx.Recognizer, newAgent server.AgentFunc) {
 	b.StopTimer()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	opts := []server.Option{server.WithAgentName("booking"), server.WithLogger(logger)}
@@ -167,7 +176,7 @@ func localEnginesOnce(b *testing.B, n int, window time.Duration, rounds int, rec
 		anonAfter         int64
 	)
 	for r := range rounds {
-		cfg := fleetConfig{URL: hs.URL, N: n, Client: "rtctest", Window: window, Connect: fleetConnectBase + time.Duration(n)*fleetConnectPer,
+		cfg := fleetConfig{URL: hs.URL, N: n, Client: client, Window: window, Connect: fleetConnectBase + time.Duration(n)*fleetConnectPer,
 			Nice: benchClientNice, Speech: true, Delete: true}
 		fleet := startFleet(b, cfg)
 		msg := fleet.next(b, cfg.Connect+30*time.Second)
@@ -279,34 +288,61 @@ type speechScript struct {
 	mu     *sync.Mutex
 }
 
+// fleetSpeech is the speechPhrases in espeak-ng's voice at 48 kHz, and
+// encoded once as a light client's Opus packets, made once per process.
+var fleetSpeech = sync.OnceValues(func() (spokenPhrases, error) {
+	var sp spokenPhrases
+	voice, err := espeak.New(espeak.WithSampleRate(48000))
+	if err != nil {
+		return sp, err
+	}
+	enc, err := opus.NewEncoder(48000, 1, opus.AppVoIP)
+	if err != nil {
+		return sp, err
+	}
+	buf := make([]byte, 1500)
+	for _, p := range speechPhrases {
+		x, err := synthesize(context.Background(), voice, p)
+		if err != nil {
+			return sp, fmt.Errorf("%q: %w", p, err)
+		}
+		x = append(x, make([]int16, 960*5)...) // 100 ms of quiet after
+		var pkts [][]byte
+		for off := 0; off+960 <= len(x); off += 960 {
+			n, err := enc.Encode(x[off:off+960], buf)
+			if err != nil {
+				return sp, err
+			}
+			pkts = append(pkts, append([]byte(nil), buf[:n]...))
+		}
+		sp.pcm = append(sp.pcm, x)
+		sp.packets = append(sp.packets, pkts)
+		sp.durs = append(sp.durs, time.Duration(len(x))*time.Second/48000)
+	}
+	return sp, nil
+})
+
+type spokenPhrases struct {
+	pcm     [][]int16 // 48 kHz
+	packets [][][]byte
+	durs    []time.Duration
+}
+
 // speakFleet makes each client speak the phrases in turn from its start
 // (staggered over stagger) until end, a phrase every speechGap after the
 // last ended.
 func speakFleet(ctx context.Context, clients []fleetClient, start, end time.Time, stagger time.Duration) (speechScript, error) {
-	voice, err := espeak.New(espeak.WithSampleRate(48000))
+	sp, err := fleetSpeech()
 	if err != nil {
 		return speechScript{}, err
 	}
-	var audio [][]int16
-	var durs []time.Duration
-	for _, p := range speechPhrases {
-		x, err := synthesize(ctx, voice, p)
-		if err != nil {
-			return speechScript{}, fmt.Errorf("%q: %w", p, err)
-		}
-		audio = append(audio, x)
-		durs = append(durs, time.Duration(len(x))*time.Second/48000)
-	}
+	durs := sp.durs
 	sc := speechScript{wg: &sync.WaitGroup{}, durs: durs, sentAt: make([][]time.Time, len(clients)), which: make([][]int, len(clients)), mu: &sync.Mutex{}}
 	for i, c := range clients {
-		rc, ok := c.(rtctestClient)
-		if !ok {
-			return speechScript{}, errors.New("speech needs rtctest clients")
-		}
 		sc.wg.Go(func() {
 			at := start.Add(time.Duration(i) * stagger / time.Duration(len(clients)))
 			for k := i; ; k++ {
-				p := k % len(audio)
+				p := k % len(durs)
 				if at.Add(durs[p]).After(end) || !sleepUntil(ctx, at) {
 					return
 				}
@@ -314,7 +350,7 @@ func speakFleet(ctx context.Context, clients []fleetClient, start, end time.Time
 				sc.sentAt[i] = append(sc.sentAt[i], time.Now())
 				sc.which[i] = append(sc.which[i], p)
 				sc.mu.Unlock()
-				rc.Say(append(audio[p], rtctest.Silence(100*time.Millisecond)...))
+				c.SayPhrase(p)
 				at = at.Add(durs[p] + speechGap)
 			}
 		})

@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"time"
@@ -53,6 +55,8 @@ type config struct {
 	token          string
 	resumeTTL      time.Duration
 	maxSessions    int
+	maxSet         bool    // WithMaxSessions was given
+	callCost       float64 // share of a core a call takes; 0: not known
 	connectTimeout time.Duration
 	history        int
 	transport      *webrtc.Transport
@@ -92,9 +96,48 @@ func WithMaxSessions(n int) Option {
 		if n <= 0 {
 			return fmt.Errorf("server: max sessions %d", n)
 		}
-		c.maxSessions = n
+		c.maxSessions, c.maxSet = n, true
 		return nil
 	}
+}
+
+// LocalCallCost is the share of one CPU core a call takes on the local
+// engines (pocketsphinx with the agent's grammar, espeak-ng's voice, the
+// session and its WebRTC connection), for WithCallCost. Measured with
+// BenchmarkLocalEngines on the 2-core development machine, callers
+// speaking a phrase every 5.5 s or so: 40 calls dropped no turn, 60 calls
+// dropped 22 (the recogniser fell behind), so a call is counted as a
+// twentieth of a core.
+const LocalCallCost = 1.0 / 20
+
+// admissionShare is the share of the machine's cores the admission
+// default fills, leaving room for bursts (everyone speaking at once) and
+// for the rest of the machine.
+const admissionShare = 0.8
+
+// WithCallCost tells the server what a call costs the CPU with the
+// engines in use, as a share of one core (LocalCallCost for the local
+// engines). Unless WithMaxSessions sets the cap, it becomes the calls
+// that fit in 80% of the cores (GOMAXPROCS): past that the engines would
+// fall behind and callers lose turns, so new sessions get 503 with
+// Retry-After instead. 0, the default, leaves DefaultMaxSessions.
+func WithCallCost(coreShare float64) Option {
+	return func(c *config) error {
+		if coreShare < 0 || coreShare > 16 || math.IsNaN(coreShare) {
+			return fmt.Errorf("server: call cost %v of a core", coreShare)
+		}
+		c.callCost = coreShare
+		return nil
+	}
+}
+
+// AdmissionDefault is the sessions a server admits at once for calls that
+// each take coreShare of one CPU core (see WithCallCost), on cores cores.
+func AdmissionDefault(coreShare float64, cores int) int {
+	if coreShare <= 0 {
+		return DefaultMaxSessions
+	}
+	return min(DefaultMaxSessions, max(1, int(admissionShare*float64(cores)/coreShare)))
 }
 
 // WithTransport sets the WebRTC transport (default webrtc.NewTransport()).
@@ -173,6 +216,9 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
+	}
+	if !cfg.maxSet && cfg.callCost > 0 {
+		cfg.maxSessions = AdmissionDefault(cfg.callCost, goruntime.GOMAXPROCS(0))
 	}
 	if cfg.transport == nil {
 		t, err := webrtc.NewTransport(webrtc.WithLogger(cfg.log))
@@ -278,6 +324,11 @@ func (s *Server) sumFrames(ended *uint64, of func(*runtime.Session) uint64) uint
 	return n
 }
 
+// MaxSessions returns how many sessions the server admits at once:
+// WithMaxSessions, else the admission default for the call cost
+// (WithCallCost), else DefaultMaxSessions.
+func (s *Server) MaxSessions() int { return s.cfg.maxSessions }
+
 // Sessions returns how many sessions are in progress.
 func (s *Server) Sessions() int {
 	s.mu.Lock()
@@ -372,7 +423,11 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, offer string) {
 	case len(s.calls) >= s.cfg.maxSessions:
 		s.mu.Unlock()
 		w.Header().Set("Retry-After", "5")
-		s.fail(w, http.StatusServiceUnavailable, fmt.Sprintf("the server is full (%d sessions)", s.cfg.maxSessions))
+		why := fmt.Sprintf("the server is full (%d sessions)", s.cfg.maxSessions)
+		if !s.cfg.maxSet && s.cfg.callCost > 0 {
+			why = fmt.Sprintf("the server is full: %d sessions, as many as its engines can serve on %d cores without losing callers' words", s.cfg.maxSessions, goruntime.GOMAXPROCS(0))
+		}
+		s.fail(w, http.StatusServiceUnavailable, why+"; try again later")
 		return
 	}
 	c := newCall(s, newID())

@@ -484,3 +484,41 @@ func TestMetricsCountTurnsToolsAndLatency(t *testing.T) {
 		t.Error("no turns counted")
 	}
 }
+
+// TestServerFullOfCallsItsEnginesCannotServeRefusesMore checks the
+// admission default: with calls that each take more than the machine's
+// share, the server admits one, and refuses the next with 503, a
+// Retry-After and a reason; an explicit cap overrides the default.
+func TestServerFullOfCallsItsEnginesCannotServeRefusesMore(t *testing.T) {
+	if got := server.AdmissionDefault(server.LocalCallCost, 2); got != 32 {
+		t.Errorf("local engines on 2 cores admit %d calls; want 32 (80%% of 2 cores at a twentieth of a core each)", got)
+	}
+	if got := server.AdmissionDefault(0, 2); got != server.DefaultMaxSessions {
+		t.Errorf("no call cost: %d; want DefaultMaxSessions", got)
+	}
+	hs, _, srv := newServer(t, server.WithCallCost(16))
+	if srv.MaxSessions() != 1 {
+		t.Fatalf("a call taking 16 cores: %d sessions admitted; want 1", srv.MaxSessions())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := rtctest.Dial(ctx, hs.URL, rtctest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	resp, err := http.Post(hs.URL+"/v1/sessions", "application/sdp", strings.NewReader("v=0\r\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "engines") {
+		t.Errorf("a second call: %d, Retry-After %q, %s; want 503 with Retry-After saying the engines are full", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+
+	_, _, capped := newServer(t, server.WithCallCost(16), server.WithMaxSessions(3))
+	if capped.MaxSessions() != 3 {
+		t.Errorf("WithMaxSessions(3) with a call cost: %d admitted; want 3", capped.MaxSessions())
+	}
+}
