@@ -3,7 +3,8 @@ package server
 import (
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/runtime"
@@ -18,10 +19,19 @@ func TestDroppedTurnsAreCountedApartFromOtherRecogniserErrors(t *testing.T) {
 	o.observe(events.Event{Kind: events.ProviderError, Provider: "stt", Reason: runtime.TurnDropped})
 	o.observe(events.Event{Kind: events.ProviderError, Provider: "stt", Error: "socket closed"})
 	o.observe(events.Event{Kind: events.ProviderError, Provider: "tts", Reason: runtime.TurnDropped})
-	if got := testutil.ToFloat64(m.sttTurnsDropped); got != 1 {
+	if got := counterValue(t, m.sttTurnsDropped); got != 1 {
 		t.Errorf("holdline_stt_turns_dropped_total = %v; want 1", got)
 	}
-	if got := testutil.ToFloat64(m.providerErrors.WithLabelValues("stt")); got != 2 {
+	if got := counterValue(t, m.providerErrors.WithLabelValues("stt")); got != 2 {
 		t.Errorf("stt provider errors = %v; want 2", got)
 	}
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }
