@@ -80,9 +80,11 @@ var speechPhrases = []string{
 //
 // HOLDLINE_BENCH_ROUNDS=4 makes and ends the calls four times, to see
 // whether the memory comes back; HOLDLINE_BENCH_ADMISSION=default runs the
-// server with its admission default for these engines
-// (server.DefaultMaxSessions unless serve derives one), so that calls
-// beyond it are refused rather than degraded.
+// server with serve's admission default for these engines
+// (server.LocalCallCost), so that calls beyond it are refused rather than
+// degraded. HOLDLINE_BENCH_CLIENT=light uses clients that cost the machine
+// a third as much (their Opus is encoded once for the fleet), for counts
+// where rtctest clients would take the server's CPU.
 //
 //	go test -run '^$' -bench BenchmarkLocalEngines -benchtime 1x ./server
 //	HOLDLINE_BENCH_ROUNDS=4 go test -run '^$' -bench LocalEngines -benchtime 1x ./server
@@ -146,7 +148,10 @@ func localEnginesOnce(b *testing.B, n int, window time.Duration, rounds int, cli
 	b.StopTimer()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	opts := []server.Option{server.WithAgentName("booking"), server.WithLogger(logger)}
-	if os.Getenv(benchAdmissionEnv) != "default" {
+	if os.Getenv(benchAdmissionEnv) == "default" {
+		// As serve on the local engines.
+		opts = append(opts, server.WithCallCost(server.LocalCallCost))
+	} else {
 		opts = append(opts, server.WithMaxSessions(n+10))
 	}
 	srv, err := server.New(newAgent, opts...)

@@ -16,6 +16,7 @@ import (
 	llmopenai "github.com/holdline/holdline/llm/openai"
 	"github.com/holdline/holdline/llm/realtime"
 	"github.com/holdline/holdline/scripted"
+	"github.com/holdline/holdline/server"
 	"github.com/holdline/holdline/stt"
 	sttopenai "github.com/holdline/holdline/stt/openai"
 	"github.com/holdline/holdline/stt/pocketsphinx"
@@ -150,6 +151,17 @@ func (r roles) String() string {
 	role("voice", r.tts, r.ttsBackup)
 	role("recogniser", r.stt, r.sttBackup)
 	return b.String()
+}
+
+// callCost is the share of one CPU core a session on these providers
+// takes on this machine (server.WithCallCost): the local recogniser and
+// voice decode and synthesise here, the cloud ones elsewhere (0: only the
+// session and its transport, which the default cap covers).
+func (p *providers) callCost() float64 {
+	if p.roles.stt == "pocketsphinx" || p.roles.sttBackup == "pocketsphinx" || p.roles.tts == "espeak" {
+		return server.LocalCallCost
+	}
+	return 0
 }
 
 func (p *providers) Close() error {

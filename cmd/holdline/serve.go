@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -31,7 +32,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	addr := fs.String("http", "127.0.0.1:8080", "listen `ADDR` for the web client, the session API and /metrics")
 	name := fs.String("agent", "booking", "agent to run ("+agentNames()+")")
 	ttl := fs.Duration("resume-ttl", server.DefaultResumeTTL, "how long a session whose connection dropped waits to be resumed")
-	maxSessions := fs.Int("max-sessions", server.DefaultMaxSessions, "concurrent sessions; more get 503")
+	maxSessions := fs.Int("max-sessions", 0, "concurrent sessions; more get 503 with Retry-After (default: as many as the engines in use can serve on this machine's cores without dropping callers' words: 16 per core on the local recogniser and voice, else 200)")
 	echo := fs.Bool("echo-cancel", false, "run Holdline's echo canceller on browser audio too (browsers cancel echo themselves)")
 	publicIP := fs.String("public-ip", "", "announce this `IP` as the media address (a server behind 1:1 NAT)")
 	ports := fs.String("udp-ports", "", "media UDP port range `MIN-MAX` (default: any)")
@@ -108,11 +109,18 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		server.WithTransport(transport),
 		server.WithLogger(logger),
 		server.WithResumeTTL(*ttl),
-		server.WithMaxSessions(*maxSessions),
 		server.WithEchoCancellation(*echo),
 	}
 	if token != "" {
 		opts = append(opts, server.WithToken(token))
+	}
+	switch {
+	case *maxSessions < 0:
+		return fmt.Errorf("--max-sessions %d: want a positive count", *maxSessions)
+	case *maxSessions > 0:
+		opts = append(opts, server.WithMaxSessions(*maxSessions))
+	default:
+		opts = append(opts, server.WithCallCost(probe.callCost()))
 	}
 	if *storeSpec == "" {
 		*storeSpec = defaultStore(listenAddr)
@@ -130,13 +138,21 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer srv.Close()
+	if *maxSessions > 0 {
+		logger.Info("admission", "max_sessions", srv.MaxSessions(), "set_by", "--max-sessions")
+	} else {
+		logger.Info("admission", "max_sessions", srv.MaxSessions(), "cores", goruntime.GOMAXPROCS(0),
+			"call_cost", fmt.Sprintf("%.0f%% of a core", 100*probe.callCost()), "set_by", "the engines in use (--max-sessions to change)")
+	}
 
 	ln, err := net.Listen("tcp", listenAddr)
 	if err != nil {
 		return err
 	}
 	if *sipAddr != "" {
-		var sopts []hsip.Option
+		// Phone calls run on the same engines: the same cap (each
+		// transport counts its own calls until they share one host).
+		sopts := []hsip.Option{hsip.WithMaxCalls(srv.MaxSessions())}
 		if *rtpRealtime {
 			sopts = append(sopts, hsip.WithRealtimePacing())
 		}
