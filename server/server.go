@@ -244,12 +244,14 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 	s.mux.HandleFunc("GET /v1/sessions/{id}/context", s.authorized(s.getContext))
 	s.mux.HandleFunc("GET /v1/config", s.serveConfig)
 	s.metrics.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "holdline_output_frames_missed_total",
-		Help: "Output frame periods that went without a frame because a session ran late (an overloaded machine).",
+		Name:        "holdline_output_frames_missed_total",
+		Help:        "Output frame periods that went without a frame because a session ran late (an overloaded machine), by transport.",
+		ConstLabels: prometheus.Labels{"transport": "webrtc"},
 	}, func() float64 { return float64(s.MissedFrames()) }))
 	s.metrics.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "holdline_output_frames_late_total",
-		Help: "Output frames sent a frame period or more behind their slot, caught up rather than lost (a busy machine).",
+		Name:        "holdline_output_frames_late_total",
+		Help:        "Output frames sent a frame period or more behind their slot, caught up rather than lost (a busy machine), by transport.",
+		ConstLabels: prometheus.Labels{"transport": "webrtc"},
 	}, func() float64 { return float64(s.LateFrames()) }))
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

@@ -474,7 +474,8 @@ func TestMetricsCountTurnsToolsAndLatency(t *testing.T) {
 		`holdline_tool_outcomes_total{state="succeeded",tool="book_table"} 1`,
 		`holdline_response_latency_seconds_count`,
 		`holdline_tool_duration_seconds_count{tool="book_table"} 1`,
-		`holdline_output_frames_missed_total`,
+		`holdline_output_frames_missed_total{transport="webrtc"}`,
+		`holdline_stt_turns_dropped_total 0`,
 	} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %q", want)
