@@ -124,6 +124,9 @@ type audioInput struct {
 	// writeFailing: the recogniser refused the last frame; reported once
 	// per run of refusals.
 	writeFailing atomic.Bool
+	// unheard counts the caller's frames the recogniser refused (it fell
+	// behind, or failed): words it never got.
+	unheard atomic.Uint64
 	// path is the echo path last reported (frame path only).
 	path aec.EchoPath
 
@@ -311,6 +314,7 @@ func (a *audioInput) judge(ctx context.Context, f media.Frame, cancelled bool) e
 			}
 		}
 		if err := stream.Write(f); err != nil {
+			a.unheard.Add(1)
 			// The frame's turn-taking decision stands and the caller's
 			// line stays up: a recogniser that failed over meanwhile, or
 			// fell behind, costs words, which the event reports.

@@ -479,6 +479,15 @@ func (s *Session) MissedFrames() uint64 { return s.player.Missed() }
 // more behind their slot, caught up rather than lost (media.Player.Late).
 func (s *Session) LateFrames() uint64 { return s.player.Late() }
 
+// UnheardFrames returns how many of the caller's frames the recogniser
+// refused, because it fell behind or failed: audio whose words are lost.
+func (s *Session) UnheardFrames() uint64 {
+	if s.in == nil {
+		return 0
+	}
+	return s.in.unheard.Load()
+}
+
 // ChatContext returns a copy of the chat context as it stands.
 func (s *Session) ChatContext(ctx context.Context) (llm.ChatContext, error) {
 	return ask(ctx, s, func(c *conductor) llm.ChatContext { return c.context() })

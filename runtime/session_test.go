@@ -16,6 +16,7 @@ import (
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/scripted"
+	"github.com/holdline/holdline/stt"
 	"github.com/holdline/holdline/tools"
 	"github.com/holdline/holdline/vad"
 )
@@ -812,4 +813,49 @@ func TestLateFinalIsReportedAsADroppedTurn(t *testing.T) {
 			t.Errorf("provider error %+v; want stt, reason %q, naming the 2s timeout", e, TurnDropped)
 		}
 	})
+}
+
+// Frames a recogniser that fell behind refuses are counted: the operator
+// sees how much of the caller went unheard.
+func TestFramesTheRecogniserRefusesAreCountedUnheard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &refusingSTT{STT: scripted.NewSTT()}
+		h := start(t, setup{stt: rec.STT, agent: func(a *Agent) { a.STT = rec }})
+		h.speak(400 * time.Millisecond)
+		if n := h.s.UnheardFrames(); n != 0 {
+			t.Errorf("%d frames unheard while the recogniser kept up; want 0", n)
+		}
+		rec.refuse.Store(true)
+		h.speak(400 * time.Millisecond)
+		if n := h.s.UnheardFrames(); n != 20 {
+			t.Errorf("%d frames of 400 ms counted unheard while the recogniser refused them; want 20", n)
+		}
+	})
+}
+
+// refusingSTT is a recogniser whose streams refuse frames while refuse is
+// set, as one that has fallen behind does.
+type refusingSTT struct {
+	*scripted.STT
+	refuse atomic.Bool
+}
+
+func (r *refusingSTT) Stream(ctx context.Context, rate int) (stt.Stream, error) {
+	st, err := r.STT.Stream(ctx, rate)
+	if err != nil {
+		return nil, err
+	}
+	return refusingStream{Stream: st, refuse: &r.refuse}, nil
+}
+
+type refusingStream struct {
+	stt.Stream
+	refuse *atomic.Bool
+}
+
+func (s refusingStream) Write(f media.Frame) error {
+	if s.refuse.Load() {
+		return errors.New("decoder is falling behind")
+	}
+	return s.Stream.Write(f)
 }

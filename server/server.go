@@ -196,7 +196,7 @@ type Server struct {
 	closed bool
 	// missedEnded and lateEnded count the missed and late output frames
 	// of ended sessions.
-	missedEnded, lateEnded uint64
+	missedEnded, lateEnded, unheardEnded uint64
 }
 
 // New returns a Server whose sessions run agents made by newAgent.
@@ -253,6 +253,11 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 		Help:        "Output frames sent a frame period or more behind their slot, caught up rather than lost (a busy machine), by transport.",
 		ConstLabels: prometheus.Labels{"transport": "webrtc"},
 	}, func() float64 { return float64(s.LateFrames()) }))
+	s.metrics.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name:        "holdline_input_frames_unheard_total",
+		Help:        "Caller audio frames the recogniser refused because it fell behind or failed: words lost, by transport.",
+		ConstLabels: prometheus.Labels{"transport": "webrtc"},
+	}, func() float64 { return float64(s.sumFrames(&s.unheardEnded, (*runtime.Session).UnheardFrames)) }))
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -542,6 +547,7 @@ func (s *Server) forget(c *call, tok string) {
 	if _, ok := s.calls[c.id]; ok && c.token != "" {
 		s.missedEnded += c.sess.MissedFrames()
 		s.lateEnded += c.sess.LateFrames()
+		s.unheardEnded += c.sess.UnheardFrames()
 	}
 	delete(s.calls, c.id)
 	if tok == "" {
