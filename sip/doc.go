@@ -9,7 +9,9 @@
 // answered with a status and a Warning header that says why: 400 for
 // malformed SDP, 488 for an offer without audio or without a codec in
 // common, 415 for a body that is not SDP, 403 for a source outside the
-// allowlist (WithAllow), 486 when every line is taken.
+// allowlist (WithAllow), 486 when every line is taken, and 513 with the
+// limit in its reason phrase for a message larger than the SIP stack's
+// read buffer (32,768 bytes over UDP).
 //
 // The leg makes one RTP packet per player frame (20 ms), so the echo
 // canceller's reference is exactly what went out, and the server's pacer,

@@ -212,7 +212,7 @@ func (s *Server) ServeUDP(ctx context.Context, conn net.PacketConn) error {
 	s.once.Do(func() { close(s.serving) })
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
-	err = s.srv.ServeUDP(newGuardConn(conn))
+	err = s.srv.ServeUDP(newGuardConn(conn, s.cfg.log))
 	if ctx.Err() != nil || s.isClosed() {
 		return nil
 	}

@@ -101,6 +101,7 @@ func callCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cctx, cancel := context.WithTimeout(ctx, *maxDur)
 	defer cancel()
 	fmt.Fprintf(stdout, "calling %s with the %s agent (%s)\n", target, *name, probe.roles)
+	pf.printEngines(stdout, probe.roles)
 	if err := srv.Call(cctx, target); err != nil {
 		return err
 	}

@@ -110,6 +110,8 @@ func consoleCmd(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	logger.Info("console", "agent", *name, "engines", prov.roles.String())
+	// Standard error: standard output is the conversation, which scripts read.
+	pf.printEngines(stderr, prov.roles)
 	opts := []runtime.Option{runtime.WithLogger(logger)}
 	if *audioOut != "" {
 		f, err := os.Create(*audioOut)

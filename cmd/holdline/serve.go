@@ -14,6 +14,7 @@ import (
 	goruntime "runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/holdline/holdline/runtime"
@@ -65,6 +66,52 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
+	token := os.Getenv("HOLDLINE_TOKEN")
+	listenAddr, err := serveAddress(*addr, token != "")
+	if err != nil {
+		return err
+	}
+	if *maxSessions < 0 {
+		return fmt.Errorf("--max-sessions %d: want a positive count", *maxSessions)
+	}
+	var sipUDP string // where SIP listens, if anywhere
+	var allow []netip.Prefix
+	if *sipAddr != "" {
+		if sipUDP, err = sipUDPAddr(*sipAddr); err != nil {
+			return err
+		}
+		if allow, err = parseAllow(*sipAllow); err != nil {
+			return err
+		}
+		if *sipUser != "" && os.Getenv("HOLDLINE_SIP_PASSWORD") == "" {
+			return fmt.Errorf("--sip-user %s: set HOLDLINE_SIP_PASSWORD to its password", *sipUser)
+		}
+	}
+	var topts []webrtc.Option
+	if *ports != "" {
+		lo, hi, err := portRange(*ports)
+		if err != nil {
+			return err
+		}
+		topts = append(topts, webrtc.WithUDPPortRange(lo, hi))
+	}
+
+	// The ports before anything else, the store above all: a second serve
+	// on a port in use must say so, not wait for the first one's lock on
+	// the store file and then blame the store.
+	ln, err := net.Listen("tcp", listenAddr)
+	if err != nil {
+		return addrInUse("--http", listenAddr, err)
+	}
+	defer ln.Close() // closed already once served; this is for the early returns
+	var sipConn net.PacketConn
+	if sipUDP != "" {
+		if sipConn, err = net.ListenPacket("udp", sipUDP); err != nil {
+			return addrInUse("--sip", *sipAddr, err)
+		}
+		defer sipConn.Close() // likewise
+	}
+
 	// Fail now, not at the first call, when a provider cannot be built.
 	probe, err := pf.build(def.phrases, true)
 	if err != nil {
@@ -73,24 +120,12 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	probe.Close()
 	logger.Info("engines", "agent", *name, "engines", probe.roles.String())
 
-	token := os.Getenv("HOLDLINE_TOKEN")
-	listenAddr, err := serveAddress(*addr, token != "")
-	if err != nil {
-		return err
-	}
 	if listenAddr != *addr {
 		logger.Warn("HOLDLINE_TOKEN is not set: serving on 127.0.0.1 only; set it to accept sessions from other machines", "asked", *addr, "listening", listenAddr)
 	}
-	topts := []webrtc.Option{webrtc.WithLogger(logger)}
+	topts = append(topts, webrtc.WithLogger(logger))
 	if *publicIP != "" {
 		topts = append(topts, webrtc.WithPublicIPs(*publicIP))
-	}
-	if *ports != "" {
-		lo, hi, err := portRange(*ports)
-		if err != nil {
-			return err
-		}
-		topts = append(topts, webrtc.WithUDPPortRange(lo, hi))
 	}
 	transport, err := webrtc.NewTransport(topts...)
 	if err != nil {
@@ -115,8 +150,6 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		opts = append(opts, server.WithToken(token))
 	}
 	switch {
-	case *maxSessions < 0:
-		return fmt.Errorf("--max-sessions %d: want a positive count", *maxSessions)
 	case *maxSessions > 0:
 		opts = append(opts, server.WithMaxSessions(*maxSessions))
 	default:
@@ -145,11 +178,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"call_cost", fmt.Sprintf("%.0f%% of a core", 100*probe.callCost()), "set_by", "the engines in use (--max-sessions to change)")
 	}
 
-	ln, err := net.Listen("tcp", listenAddr)
-	if err != nil {
-		return err
-	}
-	if *sipAddr != "" {
+	if sipConn != nil {
 		// Phone calls run on the same engines: the same cap (each
 		// transport counts its own calls until they share one host).
 		sopts := []hsip.Option{hsip.WithMaxCalls(srv.MaxSessions())}
@@ -160,22 +189,17 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			sopts = append(sopts, hsip.WithStore(st, *worker, key), hsip.WithRedialWindow(*redial))
 		}
 		if *sipUser != "" {
-			pw := os.Getenv("HOLDLINE_SIP_PASSWORD")
-			if pw == "" {
-				ln.Close()
-				return fmt.Errorf("--sip-user %s: set HOLDLINE_SIP_PASSWORD to its password", *sipUser)
-			}
-			sopts = append(sopts, hsip.WithDigestAuth("holdline", *sipUser, pw))
+			sopts = append(sopts, hsip.WithDigestAuth("holdline", *sipUser, os.Getenv("HOLDLINE_SIP_PASSWORD")))
 		}
-		stopSIP, err := serveSIP(ctx, *sipAddr, *sipAllow, *rtpTimeout, *name, newAgent, logger, stdout, sopts...)
+		stopSIP, err := serveSIP(ctx, sipConn, allow, *rtpTimeout, *name, newAgent, logger, stdout, sopts...)
 		if err != nil {
-			ln.Close()
 			return err
 		}
 		defer stopSIP()
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "Holdline is serving the %s agent at %s\n", *name, browseURL(ln.Addr()))
+	pf.printEngines(stdout, probe.roles)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {
@@ -233,30 +257,49 @@ func portRange(s string) (uint16, uint16, error) {
 	return uint16(a), uint16(b), nil
 }
 
-// serveSIP answers phone calls on spec ("udp:HOST:PORT") with the agent,
-// until ctx ends or the returned stop is called.
-func serveSIP(ctx context.Context, spec, allow string, rtpTimeout time.Duration, name string, newAgent hsip.AgentFunc, logger *slog.Logger, stdout io.Writer, extra ...hsip.Option) (stop func(), err error) {
+// sipUDPAddr is the UDP address spec ("udp:HOST:PORT") names.
+func sipUDPAddr(spec string) (string, error) {
 	network, addr, ok := strings.Cut(spec, ":")
 	if !ok || network != "udp" {
-		return nil, fmt.Errorf("--sip %q: want udp:HOST:PORT (UDP is the transport served)", spec)
+		return "", fmt.Errorf("--sip %q: want udp:HOST:PORT (UDP is the transport served)", spec)
 	}
-	opts := append([]hsip.Option{hsip.WithLogger(logger), hsip.WithRTPTimeout(rtpTimeout)}, extra...)
-	if allow != "" {
-		for _, f := range strings.Split(allow, ",") {
-			p, err := netip.ParsePrefix(strings.TrimSpace(f))
-			if err != nil {
-				return nil, fmt.Errorf("--sip-allow: %w", err)
-			}
-			opts = append(opts, hsip.WithAllow(p))
+	return addr, nil
+}
+
+func parseAllow(allow string) ([]netip.Prefix, error) {
+	if allow == "" {
+		return nil, nil
+	}
+	var out []netip.Prefix
+	for _, f := range strings.Split(allow, ",") {
+		p, err := netip.ParsePrefix(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("--sip-allow: %w", err)
 		}
+		out = append(out, p)
 	}
-	conn, err := net.ListenPacket("udp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--sip %q: %w", spec, err)
+	return out, nil
+}
+
+// addrInUse is the error for a listen on addr, given with flag, that
+// failed: when the address is taken it says so, and that it may be another
+// holdline.
+func addrInUse(flag, addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%s %s: the address is in use: another holdline serve may be running there (or another program); stop it or give %s another port: %w", flag, addr, flag, err)
+	}
+	return fmt.Errorf("%s %s: %w", flag, addr, err)
+}
+
+// serveSIP answers phone calls on conn with the agent, until ctx ends or
+// the returned stop is called.
+func serveSIP(ctx context.Context, conn net.PacketConn, allow []netip.Prefix, rtpTimeout time.Duration, name string, newAgent hsip.AgentFunc, logger *slog.Logger, stdout io.Writer, extra ...hsip.Option) (stop func(), err error) {
+	opts := append([]hsip.Option{hsip.WithLogger(logger), hsip.WithRTPTimeout(rtpTimeout)}, extra...)
+	for _, p := range allow {
+		opts = append(opts, hsip.WithAllow(p))
 	}
 	srv, err := hsip.New(newAgent, opts...)
 	if err != nil {
-		conn.Close()
 		return nil, err
 	}
 	fmt.Fprintf(stdout, "Holdline is answering phone calls for the %s agent at sip:agent@%s (UDP)\n", name, conn.LocalAddr())

@@ -73,6 +73,7 @@ func talkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	sub := sess.Subscribe(0)
+	pf.printEngines(stderr, prov.roles)
 	fmt.Fprintf(stderr, "Talking to the agent: microphone %q, speaker %q, %s. Speak; talking over it interrupts. Ctrl-C ends.\n", dev.Microphone(), dev.Speaker(), prov.roles)
 
 	ctx, cancel := context.WithCancel(ctx)

@@ -122,6 +122,11 @@ func talkOnTestDevices(t *testing.T, toneOverAgent bool, wait string) (string, *
 	if !strings.Contains(errs.String(), `microphone "AudioTest"`) {
 		t.Errorf("stderr does not name the microphone:\n%s", errs.String())
 	}
+	for _, want := range []string{"model:      demo intent model of the example agents (local)\n", "voice:      demo tone at a speaking pace (local)", "recogniser: demo, scripted (local)\n", "VAD:        energy detector (local)\n"} {
+		if !strings.Contains(errs.String(), want) {
+			t.Errorf("stderr does not say which engines talk runs (%q):\n%s", want, errs.String())
+		}
+	}
 	t.Logf("stdout:\n%s", out)
 	return out.String(), dev
 }
