@@ -198,7 +198,10 @@ func TestTypedInputOverTheDataChannelHasTheSameLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	text := func(s string) string { b, _ := json.Marshal(map[string]string{"type": "text", "text": s}); return string(b) }
+	text := func(s string) string {
+		b, _ := json.Marshal(map[string]string{"type": "text", "text": s})
+		return string(b)
+	}
 	cases := []struct {
 		name, msg, reason string
 	}{
