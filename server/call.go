@@ -338,15 +338,24 @@ func (c *call) onMessage(ref *peerRef, b []byte) {
 	if p == nil {
 		return
 	}
+	if len(b) > maxInputMessage {
+		// Not even parsed: the bound is on the work a message can cause.
+		c.send(p, refusal(fmt.Errorf("%w: the message is %d bytes", ErrTextTooLong, len(b))))
+		return
+	}
 	var m clientMessage
 	if err := json.Unmarshal(b, &m); err != nil {
-		c.send(p, map[string]any{"type": "error", "error": "not a JSON message: " + err.Error()})
+		c.send(p, map[string]any{"type": "error", "error": "message not understood: " + jsonProblem(b, err)})
 		return
 	}
 	switch m.Type {
 	case "hello":
 		ref.hello.Do(func() { c.s.spawn(func() { c.forward(p, m.After) }) })
 	case "text":
+		if err := checkText(m.Text); err != nil {
+			c.send(p, refusal(err))
+			return
+		}
 		// A message on the data channel means the connection is up, even
 		// if the peer's own report of it is still on its way: the text
 		// must not be refused for that race.
@@ -354,11 +363,18 @@ func (c *call) onMessage(ref *peerRef, b []byte) {
 			c.connected()
 		}
 		if err := c.inject(c.ctx, m.Text); err != nil {
-			c.send(p, map[string]any{"type": "error", "error": "input not taken: " + err.Error()})
+			c.send(p, refusal(fmt.Errorf("input not taken: %w", err)))
 		}
 	default:
 		c.send(p, map[string]any{"type": "error", "error": fmt.Sprintf("unknown message type %q (want hello or text)", m.Type)})
 	}
+}
+
+// refusal is the error message for typed text that did not become a turn;
+// "refused" tells the client which of its messages it answers, "limit" is
+// MaxTextBytes.
+func refusal(err error) map[string]any {
+	return map[string]any{"type": "error", "error": err.Error(), "refused": "text", "limit": MaxTextBytes}
 }
 
 func (c *call) send(p *webrtc.Peer, v any) {

@@ -11,9 +11,15 @@
 //	GET    /v1/sessions/{id}/events   Server-Sent Events of the session (Last-Event-ID honoured)
 //	POST   /v1/sessions/{id}/input    {"text": "..."}: typed input, like the data channel's
 //	GET    /v1/config                 what the web client needs to know
-//	GET    /metrics                   Prometheus
+//	GET    /metrics                   Prometheus (or on a listener of its own: WithSeparateMetrics)
 //	GET    /healthz                   liveness
 //	GET    /                          the reference web client
+//
+// With WithToken, the session routes and /metrics want "Authorization:
+// Bearer <token>"; a missing token and a wrong one get different 401s.
+// Only the event stream takes ?access_token=, as EventSource sends no
+// headers. Typed input is bounded by MaxTextBytes on HTTP and on the data
+// channel alike.
 //
 // A session outlives its connection. When the connection drops, the agent
 // stops speaking (what the caller heard is what was played) and the

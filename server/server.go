@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -67,14 +66,26 @@ type config struct {
 	store          store.Store // checkpoints, journal and resume tokens shared with other workers; nil: none
 	worker         string
 	keys           []handoff.Key
+	// separateMetrics: /metrics is served by MetricsHandler elsewhere,
+	// not by the main handler.
+	separateMetrics bool
 }
 
 // Option configures a Server.
 type Option func(*config) error
 
-// WithToken requires "Authorization: Bearer token" on every session request.
+// WithToken requires "Authorization: Bearer token" on every session request
+// and on /metrics. The event stream also takes it as ?access_token= (a
+// browser's EventSource cannot send headers); no other route does.
 func WithToken(token string) Option {
 	return func(c *config) error { c.token = token; return nil }
+}
+
+// WithSeparateMetrics takes /metrics off the main handler: the caller
+// serves MetricsHandler, which asks for no token, on a listener of its own
+// (serve --metrics ADDR), for a Prometheus scraper on a private address.
+func WithSeparateMetrics() Option {
+	return func(c *config) error { c.separateMetrics = true; return nil }
 }
 
 // WithResumeTTL sets how long a session whose connection dropped waits for
@@ -237,11 +248,11 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 		gone:     map[string]time.Time{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.mux.HandleFunc("POST /v1/sessions", s.authorized(s.createSession))
-	s.mux.HandleFunc("DELETE /v1/sessions/{id}", s.authorized(s.deleteSession))
-	s.mux.HandleFunc("GET /v1/sessions/{id}/events", s.authorized(s.streamEvents))
-	s.mux.HandleFunc("POST /v1/sessions/{id}/input", s.authorized(s.postInput))
-	s.mux.HandleFunc("GET /v1/sessions/{id}/context", s.authorized(s.getContext))
+	s.mux.HandleFunc("POST /v1/sessions", s.authorized(headerOnly, s.createSession))
+	s.mux.HandleFunc("DELETE /v1/sessions/{id}", s.authorized(headerOnly, s.deleteSession))
+	s.mux.HandleFunc("GET /v1/sessions/{id}/events", s.authorized(headerOrQuery, s.streamEvents))
+	s.mux.HandleFunc("POST /v1/sessions/{id}/input", s.authorized(headerOnly, s.postInput))
+	s.mux.HandleFunc("GET /v1/sessions/{id}/context", s.authorized(headerOnly, s.getContext))
 	s.mux.HandleFunc("GET /v1/config", s.serveConfig)
 	s.metrics.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name:        "holdline_output_frames_missed_total",
@@ -258,13 +269,27 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 		Help:        "Caller audio frames the recogniser refused because it fell behind or failed: words lost, by transport.",
 		ConstLabels: prometheus.Labels{"transport": "webrtc"},
 	}, func() float64 { return float64(s.sumFrames(&s.unheardEnded, (*runtime.Session).UnheardFrames)) }))
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	if cfg.separateMetrics {
+		s.mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+			s.fail(w, http.StatusNotFound, "metrics are served on their own listener (serve --metrics ADDR), not here")
+		})
+	} else {
+		s.mux.Handle("GET /metrics", s.authorized(headerOnly, s.MetricsHandler().ServeHTTP))
+	}
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		io.WriteString(w, "ok\n")
 	})
 	s.mux.Handle("GET /", webClient())
 	return s, nil
+}
+
+// MetricsHandler serves the Prometheus metrics without asking for the
+// token: for a listener of its own on a private address (see
+// WithSeparateMetrics). The main handler's /metrics asks for the token
+// when one is set.
+func (s *Server) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
 }
 
 // ServeHTTP serves the routes listed in the package documentation.
@@ -343,28 +368,6 @@ func (s *Server) Sessions() int {
 	return len(s.calls)
 }
 
-// authorized wraps h with the bearer-token check when a token is set. The
-// events stream also takes the token as ?access_token=, because a
-// browser's EventSource cannot send headers.
-func (s *Server) authorized(h http.HandlerFunc) http.HandlerFunc {
-	if s.cfg.token == "" {
-		return h
-	}
-	want := []byte(s.cfg.token)
-	return func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok && r.Method == http.MethodGet {
-			got, ok = r.URL.Query().Get("access_token"), true
-		}
-		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="holdline"`)
-			s.fail(w, http.StatusUnauthorized, "a bearer token is required (Authorization: Bearer $HOLDLINE_TOKEN)")
-			return
-		}
-		h(w, r)
-	}
-}
-
 // fail answers a refused request with a reason a developer can act on.
 func (s *Server) fail(w http.ResponseWriter, status int, reason string) {
 	s.metrics.rejected.WithLabelValues(fmt.Sprint(status)).Inc()
@@ -377,9 +380,10 @@ func (s *Server) fail(w http.ResponseWriter, status int, reason string) {
 func (s *Server) serveConfig(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{
-		"agent":         s.cfg.agentName,
-		"auth_required": s.cfg.token != "",
-		"resume_ttl_ms": s.cfg.resumeTTL.Milliseconds(),
+		"agent":          s.cfg.agentName,
+		"auth_required":  s.cfg.token != "",
+		"max_text_bytes": MaxTextBytes,
+		"resume_ttl_ms":  s.cfg.resumeTTL.Milliseconds(),
 	})
 }
 
@@ -617,14 +621,36 @@ func (s *Server) postInput(w http.ResponseWriter, r *http.Request) {
 	if c == nil {
 		return
 	}
-	var in struct {
-		Text string `json:"text"`
-	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<10)).Decode(&in); err != nil || strings.TrimSpace(in.Text) == "" {
-		s.fail(w, http.StatusBadRequest, `send {"text": "..."} with some text`)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxInputMessage))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			s.fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("%v: the body is over %d bytes", ErrTextTooLong, maxInputMessage))
+			return
+		}
+		s.fail(w, http.StatusBadRequest, "reading the body: "+err.Error())
 		return
 	}
-	if err := c.inject(r.Context(), in.Text); err != nil {
+	var in struct {
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		s.fail(w, http.StatusBadRequest, jsonProblem(body, err)+`; send {"text": "..."}`)
+		return
+	}
+	if in.Text == nil {
+		s.fail(w, http.StatusBadRequest, `the body has no "text" field; send {"text": "..."}`)
+		return
+	}
+	if err := checkText(*in.Text); err != nil {
+		status := http.StatusBadRequest
+		if errors.Is(err, ErrTextTooLong) {
+			status = http.StatusRequestEntityTooLarge
+		}
+		s.fail(w, status, err.Error())
+		return
+	}
+	if err := c.inject(r.Context(), *in.Text); err != nil {
 		s.fail(w, http.StatusConflict, err.Error())
 		return
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/media"
+	"github.com/holdline/holdline/server"
 	"github.com/holdline/holdline/vad/corpus"
 )
 
@@ -50,6 +51,36 @@ type browserResult struct {
 	Discarded      int   `json:"discarded"`
 	P50            int   `json:"p50"`
 	P95            int   `json:"p95"`
+
+	// The page scenario.
+	Missing, Wrong, Right pageOutcome
+	Storage               struct{ Session, Local *string }
+	Limit                 struct {
+		Sent       bool
+		Status     string
+		RefusedTag string
+		Pending    int
+		HugeTurns  int
+	}
+	CheckpointsHidden int
+	CheckpointsShown  int
+	CutOff            []struct{ Kind, Label, Detail string }
+	EmptyCutOff       int
+	EmptyCutOffAll    int `json:"emptyCutOffShowAll"`
+	SilentCuts        int
+	Reloads           int
+	Truncations       []string
+	TokenAfterReload  bool
+	Ended             struct {
+		Live              int
+		LastTag, LastText string
+		Logged            []string
+	}
+}
+
+// pageOutcome is what the page shows after a connect.
+type pageOutcome struct {
+	Error, State, Problem, Note, Status string
 }
 
 // needBrowser returns the paths the browser tests need, or skips (fails
@@ -100,14 +131,21 @@ func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 // returns its URL.
 func serveForBrowser(t *testing.T, ctx context.Context) string {
 	t.Helper()
+	return serveForBrowserWith(t, ctx, "")
+}
+
+// serveForBrowserWith is serveForBrowser with HOLDLINE_TOKEN set to token
+// and more flags for serve.
+func serveForBrowserWith(t *testing.T, ctx context.Context, token string, flags ...string) string {
+	t.Helper()
 	t.Setenv("OPENAI_API_KEY", "")
-	t.Setenv("HOLDLINE_TOKEN", "")
+	t.Setenv("HOLDLINE_TOKEN", token)
 	runCtx, stop := context.WithCancel(ctx)
 	outR, outW := io.Pipe()
 	var stderr bytes.Buffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(runCtx, []string{"serve", "--agent", "booking", "--http", "127.0.0.1:0"}, strings.NewReader(""), outW, &stderr)
+		done <- run(runCtx, append([]string{"serve", "--agent", "booking", "--http", "127.0.0.1:0"}, flags...), strings.NewReader(""), outW, &stderr)
 		outW.Close()
 	}()
 	t.Cleanup(func() {
@@ -303,5 +341,60 @@ func TestBrowserBackchannelsAndCoughsDoNotCutTheAgent(t *testing.T) {
 				t.Errorf("a silence of %d ms at the page; want none over a second", m)
 			}
 		})
+	}
+}
+
+// The reference page, in headless Chromium on a server that wants a token,
+// as a newcomer meets it: a missing token and a wrong one are told apart,
+// the right one is kept for the tab only (a reload still has it), typed
+// text over the server's limit is shown refused and is no turn, checkpoint
+// lines show only with "Show all", a reload mid-answer leaves no empty
+// "Agent cut off" line, and End call closes the agent's open bubble and
+// logs the end.
+func TestBrowserPageTellsTokensApartRefusesLongTextAndEndsCleanly(t *testing.T) {
+	node, script := needBrowser(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const token = "page-test-token"
+	// A store, for the checkpoint lines.
+	url := serveForBrowserWith(t, ctx, token, "--store", "file:"+filepath.Join(t.TempDir(), "sessions.db"))
+	out := t.ArtifactDir()
+	wav := callerWAV(t, "Hello.", 1, 4)
+	r := runBrowser(t, ctx, node, script, "page", url, wav, out, token)
+
+	if r.Missing.State != "error" || r.Missing.Problem != "missing" || !strings.Contains(r.Missing.Note, "needs an access token") {
+		t.Errorf("without a token the page shows %+v; want the missing-token message", r.Missing)
+	}
+	if r.Wrong.State != "error" || r.Wrong.Problem != "wrong" || !strings.Contains(r.Wrong.Note, "does not match") {
+		t.Errorf("with a wrong token the page shows %+v; want the wrong-token message", r.Wrong)
+	}
+	if r.Right.State != "connected" || r.Right.Problem != "" || r.Right.Error != "" {
+		t.Errorf("with the token the page shows %+v; want connected", r.Right)
+	}
+	if r.Storage.Session == nil || *r.Storage.Session != token || r.Storage.Local != nil {
+		t.Errorf("token storage: sessionStorage %v, localStorage %v; want the tab's sessionStorage only", r.Storage.Session, r.Storage.Local)
+	}
+	if !r.TokenAfterReload {
+		t.Error("the token was gone after a reload of the same tab")
+	}
+	limit := strconv.Itoa(server.MaxTextBytes)
+	if !r.Limit.Sent || r.Limit.RefusedTag != "not sent" || r.Limit.Pending != 0 || r.Limit.HugeTurns != 0 || !strings.Contains(r.Limit.Status, limit) {
+		t.Errorf("200,000 typed characters: %+v; want refused, shown not sent with the limit %s, no turn", r.Limit, limit)
+	}
+	if r.CheckpointsHidden != 0 || r.CheckpointsShown == 0 {
+		t.Errorf("checkpoint lines: %d shown by default, %d with Show all; want none, then some", r.CheckpointsHidden, r.CheckpointsShown)
+	}
+	// The reload comes at the model request, before the answer's audio:
+	// the turn is cut with nothing played, which showed as an empty
+	// "Agent cut off" line.
+	t.Logf("after %d reloads: %d turns cut before any audio; truncations %q", r.Reloads, r.SilentCuts, r.Truncations)
+	if r.SilentCuts == 0 {
+		t.Errorf("the reload did not cut a turn before its audio (truncations %q): the case is not exercised", r.Truncations)
+	}
+	if r.EmptyCutOff != 0 || r.EmptyCutOffAll != 0 {
+		t.Errorf("empty \"Agent cut off\" lines after the reload: %d shown, %d with Show all: %+v", r.EmptyCutOff, r.EmptyCutOffAll, r.CutOff)
+	}
+	if r.Ended.Live != 0 || r.Ended.LastTag != "call ended" || r.Ended.LastText == "" || len(r.Ended.Logged) != 1 {
+		t.Errorf("after End call: %+v; want the agent's bubble closed with what it said, tagged call ended, and the end logged once", r.Ended)
 	}
 }

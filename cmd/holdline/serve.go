@@ -31,6 +31,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("http", "127.0.0.1:8080", "listen `ADDR` for the web client, the session API and /metrics")
+	metricsAddr := fs.String("metrics", "", "serve /metrics on its own listener at `ADDR`, without the token, for a Prometheus scraper on a private address (it then leaves --http)")
 	name := fs.String("agent", "booking", "agent to run ("+agentNames()+")")
 	ttl := fs.Duration("resume-ttl", server.DefaultResumeTTL, "how long a session whose connection dropped waits to be resumed")
 	maxSessions := fs.Int("max-sessions", 0, "concurrent sessions; more get 503 with Retry-After (default: as many as the engines in use can serve on this machine's cores without dropping callers' words: 16 per core on the local recogniser and voice, else 200)")
@@ -155,6 +156,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	default:
 		opts = append(opts, server.WithCallCost(probe.callCost()))
 	}
+	if *metricsAddr != "" {
+		opts = append(opts, server.WithSeparateMetrics())
+	}
 	if *storeSpec == "" {
 		*storeSpec = defaultStore(listenAddr)
 	}
@@ -196,6 +200,14 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		defer stopSIP()
+	}
+	if *metricsAddr != "" {
+		stopMetrics, err := serveMetrics(*metricsAddr, srv, logger)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stopMetrics()
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "Holdline is serving the %s agent at %s\n", *name, browseURL(ln.Addr()))
@@ -245,6 +257,41 @@ func browseURL(a net.Addr) string {
 		host = "localhost"
 	}
 	return "http://" + net.JoinHostPort(host, port) + "/"
+}
+
+// serveMetrics serves srv's metrics at addr, unauthenticated, until the
+// returned stop is called.
+func serveMetrics(addr string, srv *server.Server, logger *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics %q: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", srv.MetricsHandler())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	logger.Info("metrics served without a token on their own listener", "url", "http://"+ln.Addr().String()+"/metrics")
+	if host, _, _ := net.SplitHostPort(addr); !isPrivateHost(host) {
+		logger.Warn("--metrics listens on a public or unspecified address: anyone who reaches it reads the metrics", "addr", addr)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = hs.Serve(ln)
+	}()
+	return func() {
+		hs.Close()
+		<-done
+	}, nil
+}
+
+// isPrivateHost says whether host is a loopback or private address (or
+// localhost): where an unauthenticated listener is meant to be.
+func isPrivateHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && (ip.IsLoopback() || ip.IsPrivate())
 }
 
 func portRange(s string) (uint16, uint16, error) {

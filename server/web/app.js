@@ -29,7 +29,7 @@
 
   // Kinds hidden from the timeline unless "show all" is ticked.
   const NOISY = new Set(['speech_started', 'speech_stopped', 'idle', 'turn_started',
-    'inference_sent', 'turn_settled', 'transcript']);
+    'inference_sent', 'turn_settled', 'transcript', 'checkpoint_saved']);
 
   // kind → [label, tone]
   const KINDS = {
@@ -57,6 +57,10 @@
     provider_error: ['Provider error', 'warn'],
     provider_failover: ['Provider failover', 'warn'],
     events_dropped: ['Events dropped', 'warn'],
+    checkpoint_saved: ['Checkpoint saved', 'quiet'],
+    checkpoint_failed: ['Checkpoint failed', 'warn'],
+    session_resumed: ['Session taken over', 'ok'],
+    handoff: ['Handed over', 'agent'],
   };
 
   const TOOL_KINDS = {
@@ -83,6 +87,7 @@
     status: $('status'),
     tokenField: $('token-field'),
     token: $('token'),
+    tokenNote: $('token-note'),
     connect: $('connect'),
     disconnect: $('disconnect'),
     mute: $('mute'),
@@ -167,15 +172,20 @@
     try { sessionStorage.removeItem(RESUME_KEY); } catch (_) { /* storage off */ }
   }
 
+  // The access token is kept for this tab only (sessionStorage): it goes
+  // with the tab, and is not left behind for whoever uses the browser next.
   function loadToken() {
-    try { return localStorage.getItem(TOKEN_KEY) || ''; } catch (_) { return ''; }
+    try { return sessionStorage.getItem(TOKEN_KEY) || ''; } catch (_) { return ''; }
   }
 
   function saveToken(t) {
     try {
-      if (t) localStorage.setItem(TOKEN_KEY, t); else localStorage.removeItem(TOKEN_KEY);
+      if (t) sessionStorage.setItem(TOKEN_KEY, t); else sessionStorage.removeItem(TOKEN_KEY);
     } catch (_) { /* storage off */ }
   }
+
+  // Earlier versions kept the token in localStorage, for good: forget it.
+  try { localStorage.removeItem(TOKEN_KEY); } catch (_) { /* storage off */ }
 
   function authHeaders() {
     const t = (ui.token.value || loadToken()).trim();
@@ -246,6 +256,31 @@
   function showTokenField(focus) {
     ui.tokenField.hidden = false;
     if (focus) ui.token.focus();
+  }
+
+  // A refused token: 'missing' (none sent) or 'wrong' (sent, not this
+  // server's), from the 401's WWW-Authenticate (RFC 6750: error= only
+  // when a token came). The field says which until the token is edited.
+  const AUTH_MESSAGES = {
+    missing: 'This server needs an access token: paste it above, then Connect.',
+    wrong: 'That access token does not match this server\'s: check it, then Connect.',
+  };
+
+  function authProblem(e) {
+    const problem = e.auth === 'missing' ? 'missing' : 'wrong';
+    showTokenField(true);
+    ui.tokenField.dataset.problem = problem;
+    ui.token.setAttribute('aria-invalid', 'true');
+    ui.tokenNote.textContent = AUTH_MESSAGES[problem];
+    ui.tokenNote.hidden = false;
+    return AUTH_MESSAGES[problem];
+  }
+
+  function clearAuthProblem() {
+    delete ui.tokenField.dataset.problem;
+    ui.token.removeAttribute('aria-invalid');
+    ui.tokenNote.hidden = true;
+    ui.tokenNote.textContent = '';
   }
 
   // ---------------------------------------------------------------- audio
@@ -439,10 +474,11 @@
   // ---------------------------------------------------------------- signalling
 
   class HttpError extends Error {
-    constructor(status, message) {
+    constructor(status, message, challenge) {
       super(message);
       this.name = 'HttpError';
       this.status = status;
+      if (status === 401) this.auth = /error="?[a-z_]+/i.test(challenge || '') ? 'wrong' : 'missing';
     }
   }
 
@@ -574,7 +610,8 @@
         if (loc) fetch(loc, { method: 'DELETE', headers: authHeaders() }).catch(() => {});
         throw cancelled();
       }
-      if (!res.ok) throw new HttpError(res.status, body.trim() || res.statusText || `HTTP ${res.status}`);
+      if (!res.ok) throw new HttpError(res.status, body.trim() || res.statusText || `HTTP ${res.status}`, res.headers.get('WWW-Authenticate'));
+      clearAuthProblem();
 
       const loc = res.headers.get('Location');
       const token = res.headers.get('Holdline-Resume-Token');
@@ -650,8 +687,7 @@
             return;
           }
           if (e.status === 401) {
-            showTokenField(true);
-            setState('error', e.message || 'Access token missing or wrong');
+            setState('error', authProblem(e));
             return;
           }
           if (performance.now() - started > ttl) {
@@ -726,8 +762,7 @@
         if (resuming && (e.status === 404 || e.status === 410)) {
           sessionGone();
         } else {
-          if (e.status === 401) showTokenField(true);
-          setState('error', e.message || String(e));
+          setState('error', e.status === 401 ? authProblem(e) : e.message || String(e));
         }
         throw e;
       }
@@ -748,7 +783,11 @@
     const channel = dc;
     clearResume();
     stopMic();
-    ui.hearing.hidden = true;
+    setHearing('');
+    // Nothing more of this call will arrive: what the agent was saying
+    // stops where the caller stopped hearing it.
+    closeOpenBubbles('call ended');
+    if (r || conn) addLocalEntry('call_ended', 'You ended the call', 'session');
     setState('ended', 'Conversation ended.');
     if (conn) closeConnectionLater(conn, channel);
     try {
@@ -805,6 +844,7 @@
         renderCaption(msg.epoch, msg.text || '');
         break;
       case 'error':
+        if (msg.refused === 'text') refusePending(msg.error);
         setStatus(msg.error || msg.text || 'Server error', 'error');
         break;
       default:
@@ -926,6 +966,37 @@
     const b = addUserBubble(text, true);
     b.classList.add('pending');
     pendingUser.push(b);
+  }
+
+  // The server refused the oldest typed message still waiting: it is not a
+  // turn, and its bubble says so rather than waiting forever.
+  function refusePending(reason) {
+    const b = pendingUser.shift();
+    if (!b) return;
+    b.classList.remove('pending');
+    b.classList.add('refused');
+    const tag = b.querySelector('.tag');
+    if (tag) tag.textContent = 'not sent';
+    if (reason) b.title = reason;
+  }
+
+  // closeOpenBubbles ends every agent bubble still being spoken: the words
+  // so far stay, tagged with why they stop there.
+  function closeOpenBubbles(why) {
+    for (const [, entry] of agentBubbles) {
+      if (entry.final || !entry.el) continue;
+      entry.final = true;
+      withStickyScroll(ui.transcript, () => {
+        entry.el.classList.remove('live');
+        entry.textEl.removeAttribute('aria-hidden');
+        if (!entry.textEl.textContent) {
+          entry.el.remove();
+          return;
+        }
+        entry.el.classList.add('interrupted');
+        entry.el.appendChild(el('span', 'tag', why));
+      });
+    }
   }
 
   function agentBubble(epoch) {
@@ -1057,11 +1128,11 @@
     });
   }
 
-  function timelineItem({ kind, label, detail, tone, at, epoch, seq }) {
+  function timelineItem({ kind, label, detail, tone, at, epoch, seq, noisy }) {
     const li = el('li', `tl-item tone-${tone || 'plain'}`);
     li.dataset.kind = kind;
     if (seq != null) li.dataset.seq = String(seq);
-    if (NOISY.has(kind)) li.classList.add('noisy');
+    if (noisy || NOISY.has(kind)) li.classList.add('noisy');
     const time = el('span', 'tl-time', fmtTime(at));
     const main = el('div', 'tl-main');
     const head = el('div', 'tl-head');
@@ -1075,7 +1146,17 @@
     return li;
   }
 
+  // silentCut: a turn cut before any of it was played (the caller left,
+  // or spoke, while the agent was still thinking). Nothing was cut off the
+  // caller's hearing; turn_interrupted already says why the turn stopped.
+  // A reload while the agent thinks makes one: shown as "Agent cut off"
+  // it was an empty line.
+  function silentCut(ev) {
+    return ev.kind === 'playout_truncated' && !ev.text && !(ev.played_ns > 0);
+  }
+
   function describe(ev) {
+    if (silentCut(ev)) return { label: 'Agent turn dropped before speaking', tone: 'quiet', detail: 'nothing had played', noisy: true };
     const [label, tone] = KINDS[ev.kind] || [ev.kind, 'plain'];
     let detail = '';
     switch (ev.kind) {
@@ -1112,8 +1193,8 @@
       renderToolEvent(ev);
       return;
     }
-    const { label, tone, detail } = describe(ev);
-    const li = timelineItem({ kind: ev.kind, label, detail, tone, at: ev.at_ns, epoch: ev.epoch, seq: ev.seq });
+    const { label, tone, detail, noisy } = describe(ev);
+    const li = timelineItem({ kind: ev.kind, label, detail, tone, at: ev.at_ns, epoch: ev.epoch, seq: ev.seq, noisy });
     insertTimeline(li, typeof ev.at_ns === 'number' ? ev.at_ns : Number.MAX_SAFE_INTEGER);
   }
 
@@ -1236,7 +1317,10 @@
     if (!LIVE_STATES.has(state)) connect().catch(() => {});
   });
   ui.token.value = loadToken();
-  ui.token.addEventListener('input', () => saveToken(ui.token.value.trim()));
+  ui.token.addEventListener('input', () => {
+    saveToken(ui.token.value.trim());
+    clearAuthProblem();
+  });
   ui.remote.addEventListener('playing', () => { remoteBlocked = false; updateSoundButton(); });
   // Any gesture on the page may start audio that autoplay held back.
   const gesture = () => {
@@ -1255,6 +1339,8 @@
     get levelLog() { return levelLog; },
     // The live RTCPeerConnection, for getStats() from tests and debugging.
     get pc() { return pc; },
+    // The data channel, for tests that send what the page itself would not.
+    get channel() { return dc; },
     get muted() { return muted; },
     set muted(m) { setMuted(m); },
     levels() { return { ...lastLevels }; },

@@ -12,12 +12,21 @@
 //     times; count the answers cut, and measure at the page the gap from
 //     the sound's end to the agent's voice and the longest silence.
 //
+//   node run.mjs page URL CALLER.wav OUTDIR TOKEN
+//     on a server that wants TOKEN: the page tells a missing token from a
+//     wrong one and keeps the right one for the tab only; typed text over
+//     the server's limit is refused, not a turn; checkpoint lines show only
+//     with "Show all"; a reload mid-answer leaves no empty "Agent cut off";
+//     End call closes the agent's open bubble and logs the end.
+//
 // The WAV loops in Chrome's fake capture device; the page's mute button
 // gates it, so the script decides when the caller speaks: it unmutes at the
 // start of a silence in the file, and the next onset is a whole utterance.
 import { chromium } from 'playwright-core';
 
 const [scenario, url, wav, outDir, trialsArg] = process.argv.slice(2);
+// The page scenario's fifth argument is the server's token.
+const tokenArg = trialsArg;
 const log = (...a) => console.error(`[${((Date.now() - t0) / 1000).toFixed(1)}s]`, ...a);
 const t0 = Date.now();
 
@@ -44,6 +53,7 @@ try {
   if (scenario === 'booking') await booking();
   else if (scenario === 'bargein') await bargein(Number(trialsArg || 20));
   else if (scenario === 'backchannel') await backchannel(Number(trialsArg || 10));
+  else if (scenario === 'page') await pageScenario(tokenArg);
   else throw new Error(`unknown scenario ${scenario}`);
   result.ok = true;
 } catch (e) {
@@ -366,4 +376,138 @@ async function backchannel(trials) {
     result.silencesMs.push(Math.round(m.longest));
     log(`trial ${i + 1}: sound ${Math.round(m.end - m.on)} ms; the agent back ${gap} ms after it, longest silence ${Math.round(m.longest)} ms: ${path}`);
   }
+}
+
+// -------------------------------------------------------------------- page
+
+// connectOutcome connects and returns what the page shows afterwards.
+async function connectOutcome() {
+  const err = await page.evaluate(() => window.holdline.connect().then(() => '', (e) => String(e && e.message)));
+  return page.evaluate((err) => ({
+    error: err,
+    state: window.holdline.state,
+    problem: document.getElementById('token-field').dataset.problem || '',
+    note: document.getElementById('token-note').textContent,
+    status: document.getElementById('status').textContent,
+  }), err);
+}
+
+// visibleTimeline lists the timeline entries a reader sees: kind, label
+// and detail.
+function visibleTimeline() {
+  return page.evaluate(() => [...document.querySelectorAll('#timeline > li')]
+    .filter((li) => li.offsetParent !== null)
+    .map((li) => ({
+      kind: li.dataset.kind,
+      label: (li.querySelector('.tl-label') || {}).textContent || '',
+      detail: (li.querySelector('.tl-detail') || {}).textContent || '',
+    })));
+}
+
+// waitIdleAfter waits until the agent is idle after its latest turn.
+function waitIdle(timeout = 30000) {
+  return page.waitForFunction(() => {
+    const evs = window.holdline.events;
+    const turn = evs.reduce((m, e) => (e.kind === 'turn_started' ? Math.max(m, e.seq) : m), 0);
+    return evs.some((e) => e.kind === 'idle' && e.seq > turn);
+  }, null, { timeout, polling: 50 });
+}
+
+async function pageScenario(token) {
+  await page.evaluate(() => window.holdline.setMuted(true));
+  await page.waitForFunction(() => !document.getElementById('token-field').hidden, null, { timeout: 5000 });
+
+  // No token, then a wrong one: the page says which.
+  result.missing = await connectOutcome();
+  log('without a token:', JSON.stringify(result.missing));
+  await page.fill('#token', 'not-the-token');
+  result.wrong = await connectOutcome();
+  log('with a wrong token:', JSON.stringify(result.wrong));
+  await page.fill('#token', token);
+  result.right = await connectOutcome();
+  log('with the token:', JSON.stringify(result.right));
+  result.storage = await page.evaluate(() => ({
+    session: sessionStorage.getItem('holdline.token'),
+    local: localStorage.getItem('holdline.token'),
+  }));
+  await waitEvent((e) => e.kind === 'playout_done', 30000, 'the greeting');
+  await waitIdle();
+
+  // Typed text over the limit: the page shows the server's refusal, the
+  // message is marked not sent, no turn comes of it.
+  const s0 = await lastSeq();
+  const huge = await page.evaluate(() => window.holdline.sendText('a'.repeat(200000)));
+  await page.waitForFunction(() => document.querySelector('.msg.user.refused'), null, { timeout: 10000 });
+  await page.evaluate(() => window.holdline.sendText('Are you free at eight?'));
+  await waitEvent((e) => e.kind === 'user_turn' && e.text === 'Are you free at eight?', 10000, 'the typed turn');
+  result.limit = await page.evaluate((s0) => ({
+    sent: true,
+    status: document.getElementById('status').textContent,
+    refusedTag: (document.querySelector('.msg.user.refused .tag') || {}).textContent || '',
+    pending: document.querySelectorAll('.msg.user.pending').length,
+    hugeTurns: window.holdline.events.filter((e) => e.seq > s0 && e.kind === 'user_turn' && (e.text || '').length > 1000).length,
+  }), s0);
+  result.limit.sent = huge;
+  log('over the limit:', JSON.stringify(result.limit));
+  await waitIdle();
+
+  // Checkpoint lines: there, hidden, shown with "Show all".
+  await waitEvent((e) => e.kind === 'checkpoint_saved', 20000, 'a checkpoint');
+  result.checkpointsHidden = (await visibleTimeline()).filter((e) => e.kind === 'checkpoint_saved').length;
+  await page.check('#show-all');
+  result.checkpointsShown = (await visibleTimeline()).filter((e) => e.kind === 'checkpoint_saved').length;
+  await page.uncheck('#show-all');
+  log('checkpoint lines: hidden view', result.checkpointsHidden, 'show all', result.checkpointsShown);
+
+  // A reload while the agent answers, and the resumed page's timeline. At
+  // the model request, before any audio, the turn is cut with nothing
+  // played, which made an empty "Agent cut off" line. Whether the first
+  // audio beats the reload is a race: up to five tries.
+  const silent = () => page.evaluate(() => window.holdline.events.filter((e) => e.kind === 'playout_truncated' && !e.text && !(e.played_ns > 0)).length);
+  result.reloads = 0;
+  while (result.reloads < 5 && (await silent()) === 0) {
+    result.reloads++;
+    const s1 = await lastSeq();
+    await page.evaluate(() => window.holdline.sendText('What times are available?'));
+    await page.waitForFunction((s) => window.holdline.events.find((e) => e.kind === 'inference_sent' && e.seq > s), s1, { timeout: 20000, polling: 5 });
+    await page.reload();
+    await page.waitForFunction(() => window.holdline && window.holdline.state === 'connected', null, { timeout: 20000 });
+    await page.evaluate(() => window.holdline.setMuted(true));
+    await page.waitForFunction((n) => window.holdline.events.reduce((m, e) => Math.max(m, e.seq), 0) >= n, s1, { timeout: 10000 });
+    await waitIdle();
+    await page.waitForTimeout(500);
+  }
+  const tl = await visibleTimeline();
+  result.cutOff = tl.filter((e) => e.kind === 'playout_truncated');
+  result.emptyCutOff = result.cutOff.filter((e) => !e.detail.trim()).length;
+  await page.check('#show-all');
+  result.emptyCutOffShowAll = (await visibleTimeline()).filter((e) => e.kind === 'playout_truncated' && !e.detail.trim()).length;
+  await page.uncheck('#show-all');
+  result.silentCuts = await page.evaluate(() => window.holdline.events.filter((e) => e.kind === 'playout_truncated' && !e.text && !(e.played_ns > 0)).length);
+  result.truncations = await page.evaluate(() => window.holdline.events.filter((e) => e.kind === 'playout_truncated')
+    .map((e) => `${e.seq} epoch ${e.epoch} played ${e.played_ns || 0} "${e.text || ''}"`));
+  log('after the reload, cut-off entries:', JSON.stringify(result.cutOff), 'events:', JSON.stringify(result.truncations));
+  result.tokenAfterReload = await page.evaluate(() => document.getElementById('token').value !== '');
+  await page.screenshot({ path: `${outDir}/page-reloaded.png`, fullPage: true });
+
+  // End call while the agent speaks.
+  const s2 = await lastSeq();
+  await page.evaluate(() => window.holdline.sendText('What times are available?'));
+  await page.waitForFunction((s) => window.holdline.events.find((e) => e.kind === 'playout_started' && e.seq > s), s2, { timeout: 20000, polling: 10 });
+  await page.waitForFunction(() => document.querySelector('.msg.agent.live'), null, { timeout: 10000 });
+  await page.click('#disconnect');
+  await page.waitForFunction(() => window.holdline.state === 'ended', null, { timeout: 5000 });
+  result.ended = await page.evaluate(() => {
+    const bubbles = [...document.querySelectorAll('.msg.agent')];
+    const last = bubbles[bubbles.length - 1];
+    return {
+      live: document.querySelectorAll('.msg.agent.live').length,
+      lastTag: last ? ((last.querySelector('.tag') || {}).textContent || '') : '',
+      lastText: last ? ((last.querySelector('.text') || {}).textContent || '') : '',
+      logged: [...document.querySelectorAll('#timeline > li')].filter((li) => li.dataset.kind === 'call_ended' && li.offsetParent !== null)
+        .map((li) => li.querySelector('.tl-label').textContent),
+    };
+  });
+  log('after End call:', JSON.stringify(result.ended));
+  await page.screenshot({ path: `${outDir}/page-ended.png`, fullPage: true });
 }
