@@ -60,7 +60,7 @@ func TestGrammar(t *testing.T) {
 		"<hour> = six | seven | eight | nine;",
 		"<digit> = oh | zero | one |",
 		"<free> = <word>+;",
-		"/1e-15/ yes;",
+		"/1e-15/ yes\n",
 	} {
 		if !strings.Contains(g, want) {
 			t.Errorf("grammar lacks %q", want)

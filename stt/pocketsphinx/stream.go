@@ -88,6 +88,7 @@ type decoderState struct {
 	every    int // samples between partials; 0: none
 	partial  string
 	utt      []int16         // the open utterance's audio, when it is decoded whole
+	live     bool            // the open utterance is decoded as it comes
 	shapes   map[string]bool // the phrases' shapes, for confidence
 }
 
@@ -361,7 +362,7 @@ func (st *decoderState) start() error {
 	if err := st.d.start(); err != nil {
 		return err
 	}
-	st.open, st.fed, st.sinceHyp, st.partial = true, 0, 0, ""
+	st.open, st.fed, st.sinceHyp, st.partial, st.live = true, 0, 0, "", false
 	return nil
 }
 
@@ -370,7 +371,7 @@ func (st *decoderState) start() error {
 func (st *decoderState) feed(s *Stream, x []int16) error {
 	for len(x) > 0 {
 		n := min(len(x), st.maxFed-st.fed)
-		if st.every == 0 {
+		if st.every == 0 && !st.live {
 			// Without partials nothing needs the words before the end:
 			// the utterance is decoded whole at its end, with its own
 			// cepstral mean rather than one carried over from earlier
@@ -378,8 +379,18 @@ func (st *decoderState) feed(s *Stream, x []int16) error {
 			// initial one, far from a telephone line's): on a fresh
 			// stream, booking sentences by four espeak-ng voices at
 			// 8 kHz came out at 53% word accuracy decoded live, 84%
-			// decoded whole.
+			// decoded whole. An utterance longer than wholeMax goes
+			// on live: decoding it whole at the end would hold up
+			// the queue.
 			st.utt = append(st.utt, x[:n]...)
+			if len(st.utt) > media.SamplesFor(rate, wholeMax) {
+				st.live = true
+				err := st.d.process(st.utt)
+				st.utt = st.utt[:0]
+				if err != nil {
+					return err
+				}
+			}
 		} else if err := st.d.process(x[:n]); err != nil {
 			return err
 		}
@@ -413,7 +424,7 @@ func (st *decoderState) feed(s *Stream, x []int16) error {
 // when the length limit cut the utterance.
 func (st *decoderState) finish(s *Stream, always bool) error {
 	st.open = false
-	if st.every == 0 {
+	if len(st.utt) > 0 {
 		err := st.d.processWhole(st.utt)
 		st.utt = st.utt[:0]
 		if err != nil {
@@ -455,3 +466,7 @@ func (st *decoderState) keep(x []int16) {
 	}
 	st.preRoll = append(st.preRoll, x...)
 }
+
+// wholeMax is the longest utterance decoded whole (see feed): about a
+// tenth of it in CPU time, well within the queue.
+const wholeMax = 5 * time.Second
