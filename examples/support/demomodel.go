@@ -106,8 +106,10 @@ func goodbye(s string) bool {
 }
 
 // NewFrontDeskDemoModel returns the front desk's demo model.
-func NewFrontDeskDemoModel() *scripted.LLM {
-	return scripted.NewLLMFunc(func(req llm.Request) scripted.Response {
+func NewFrontDeskDemoModel() *scripted.LLM { return scripted.NewLLMFunc(frontDeskAnswer) }
+
+func frontDeskAnswer(req llm.Request) scripted.Response {
+	{
 		v := read(req)
 		switch {
 		case v.lastUser == "":
@@ -125,7 +127,7 @@ func NewFrontDeskDemoModel() *scripted.LLM {
 		default:
 			return say("Anything else I can help with?")
 		}
-	})
+	}
 }
 
 func wantsBilling(s string) bool {
@@ -138,8 +140,10 @@ func wantsBilling(s string) bool {
 }
 
 // NewBillingDemoModel returns billing's demo model.
-func NewBillingDemoModel() *scripted.LLM {
-	return scripted.NewLLMFunc(func(req llm.Request) scripted.Response {
+func NewBillingDemoModel() *scripted.LLM { return scripted.NewLLMFunc(billingAnswer) }
+
+func billingAnswer(req llm.Request) scripted.Response {
+	{
 		v := read(req)
 		var ticket struct {
 			Ticket string `json:"ticket"`
@@ -163,5 +167,5 @@ func NewBillingDemoModel() *scripted.LLM {
 		default:
 			return say("Billing here. Which account is it about?")
 		}
-	})
+	}
 }
