@@ -39,6 +39,12 @@ type Item struct {
 	// Played is, for an interrupted assistant message, how much of its
 	// audio the caller heard.
 	Played time.Duration `json:"played,omitempty"`
+	// Confidence is, for a user message heard through a recogniser, how
+	// sure the recogniser was of the words (stt.Transcript.Confidence;
+	// the least of the turn's utterances); 0 when typed, or unknown. A
+	// model may confirm what it heard with low confidence before acting.
+	// Providers do not send it: it is for models that read the context.
+	Confidence float64 `json:"confidence,omitempty"`
 
 	// Tool-call and tool-result fields.
 	CallID    string          `json:"call_id,omitempty"`

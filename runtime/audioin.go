@@ -238,6 +238,10 @@ func (a *audioInput) relay(ctx context.Context, tr stt.Transcript) {
 		a.endPending.Store(true)
 	}
 	for _, in := range ins {
+		if ut, ok := in.(UserTranscript); ok {
+			ut.Confidence = tr.Confidence
+			in = ut
+		}
 		if a.s.send(ctx, in) != nil {
 			return // the session is ending
 		}

@@ -46,11 +46,14 @@ type conductor struct {
 	// out; a turn may settle (audio done, calls in) before it does.
 	pendingFollowUps []*turnState
 
-	userSpeaking  bool
-	userFinals    []string
-	endpointTimer Timer
-	timerID       uint64
-	endpointID    uint64
+	userSpeaking bool
+	userFinals   []string
+	// userConfidence is the least recogniser confidence of userFinals
+	// that has one; 0: none has.
+	userConfidence float64
+	endpointTimer  Timer
+	timerID        uint64
+	endpointID     uint64
 	// transcriptID is the pending wait for a final transcript after the
 	// caller's silence already ended the turn.
 	transcriptID uint64
@@ -436,6 +439,9 @@ func (c *conductor) onTranscript(tr UserTranscript) {
 	}
 	c.restoreTransport()
 	c.userFinals = append(c.userFinals, strings.TrimSpace(tr.Text))
+	if tr.Confidence > 0 && (c.userConfidence == 0 || tr.Confidence < c.userConfidence) {
+		c.userConfidence = tr.Confidence
+	}
 	switch {
 	case c.userSpeaking:
 	case c.transcriptID != 0:
@@ -477,11 +483,13 @@ func (c *conductor) onTimer(id uint64) {
 
 func (c *conductor) finishUserTurn() {
 	text := strings.Join(c.userFinals, " ")
-	c.userFinals = nil
+	conf := c.userConfidence
+	c.userFinals, c.userConfidence = nil, 0
 	c.stopEndpoint()
 	c.emit(events.Event{Kind: events.UserTurn, Text: text, Reason: "speech"})
 	c.preempt("user_turn")
 	c.appendUser(text)
+	c.chat[len(c.chat)-1].item.Confidence = conf
 	c.startTurn("user_turn", "")
 }
 

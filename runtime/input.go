@@ -85,6 +85,9 @@ type EchoPathMeasured struct {
 type UserTranscript struct {
 	Text  string
 	Final bool
+	// Confidence is the recogniser's (stt.Transcript.Confidence): 0 when
+	// unknown.
+	Confidence float64
 }
 
 // ModelText is a streamed piece of the model's reply for turn Epoch.

@@ -31,6 +31,10 @@ type Stream interface {
 type Transcript struct {
 	Text  string
 	Final bool
+	// Confidence is the recogniser's estimate, above 0 and at most 1, that
+	// Text is what was said; 0 means the recogniser does not say. A model
+	// may confirm words heard with low confidence before acting on them.
+	Confidence float64
 }
 
 // SpeechStarter is implemented by streams that want to know where an

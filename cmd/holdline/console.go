@@ -76,7 +76,11 @@ func consoleCmd(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	name := fs.String("agent", "booking", "agent to run ("+agentNames()+")")
 	eventsPath := fs.String("events", "", "also write every event as JSON lines to `FILE`")
 	verbose := fs.Bool("v", false, "log debug detail to standard error")
-	audioIn := fs.String("audio-in", "", "speak as the caller from a WAV `FILE` (after the greeting) instead of typing: heard through the recogniser")
+	var audioIn []string
+	fs.Func("audio-in", "speak as the caller from a WAV `FILE` (after the greeting) instead of typing: heard through the recogniser; repeat for more turns, each after the agent has answered the last", func(s string) error {
+		audioIn = append(audioIn, s)
+		return nil
+	})
 	audioOut := fs.String("audio-out", "", "record what the agent said to a WAV `FILE` (16 kHz)")
 	var pf providerFlags
 	pf.register(fs)
@@ -90,13 +94,15 @@ func consoleCmd(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return fmt.Errorf("no agent named %q (have: %s)", *name, agentNames())
 	}
 	var (
-		caller []int16
+		caller [][]int16
 		err    error
 	)
-	if *audioIn != "" {
-		if caller, err = loadCaller(*audioIn); err != nil {
+	for _, path := range audioIn {
+		samples, err := loadCaller(path)
+		if err != nil {
 			return err
 		}
+		caller = append(caller, samples)
 	}
 	prov, err := pf.build(def.phrases, caller != nil)
 	if err != nil {
@@ -276,25 +282,34 @@ func (c *console) greeting(ctx context.Context) error {
 
 // spoken plays the caller's recorded speech down the line after the
 // greeting and waits for the agent to answer every turn it heard.
-func (c *console) spoken(ctx context.Context, caller []int16, greets bool) error {
+func (c *console) spoken(ctx context.Context, caller [][]int16, greets bool) error {
 	if greets {
 		if err := c.greeting(ctx); err != nil {
 			return err
 		}
 	}
-	sent := c.line.say(caller)
-	select {
-	case <-sent:
-	case <-ctx.Done():
-		return ctx.Err()
+	for _, speech := range caller {
+		sent := c.line.say(speech)
+		select {
+		case <-sent:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		// The caller has finished; the agent answers what it heard,
+		// tool calls and follow-ups included, until nothing is left
+		// to do.
+		heard := false
+		if err := c.until(ctx, "the answer to the caller's speech", func(e events.Event) bool {
+			heard = heard || e.Kind == events.UserTurn
+			// Words not taken as a turn (a backchannel) leave the
+			// agent idle: there is no answer to wait for.
+			ignored := e.Kind == events.TranscriptIgnored && e.Final
+			return heard && e.Kind == events.Idle || !heard && ignored
+		}); err != nil {
+			return err
+		}
 	}
-	// The caller has finished; the agent answers what it heard, tool
-	// calls and follow-ups included, until nothing is left to do.
-	heard := false
-	return c.until(ctx, "the answer to the caller's speech", func(e events.Event) bool {
-		heard = heard || e.Kind == events.UserTurn
-		return heard && e.Kind == events.Idle
-	})
+	return nil
 }
 
 // scripted reads one line per turn and waits for the agent to settle after

@@ -2,6 +2,7 @@ package booking
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -46,12 +47,31 @@ type Booking struct {
 	Time  string `json:"time"`
 }
 
+// CancelArgs are cancel_booking's arguments.
+type CancelArgs struct {
+	Code string `json:"code" jsonschema:"the booking's confirmation code, as book_table gave it"`
+}
+
+// Cancellation is cancel_booking's answer.
+type Cancellation struct {
+	Code      string `json:"code"`
+	Party     int    `json:"party"`
+	Time      string `json:"time"`
+	Cancelled bool   `json:"cancelled"`
+}
+
+// ErrNoSuchBooking is cancel_booking's error for a code that names no
+// booking, or one already cancelled.
+var ErrNoSuchBooking = errors.New("no such booking")
+
 // Restaurant is the in-memory reservation book the tools act on.
 type Restaurant struct {
 	mu       sync.Mutex
 	capacity int            // guests per time slot
 	booked   map[string]int // guests booked per slot
 	bookings []Booking
+	// cancelled holds the codes of cancelled bookings.
+	cancelled map[string]bool
 
 	serviceTime time.Duration
 	onBook      func(ctx context.Context, b Booking)
@@ -75,18 +95,48 @@ func WithBookingHook(fn func(ctx context.Context, b Booking)) RestaurantOption {
 
 // NewRestaurant returns a restaurant that seats capacity guests per slot.
 func NewRestaurant(capacity int, opts ...RestaurantOption) *Restaurant {
-	r := &Restaurant{capacity: capacity, booked: map[string]int{}}
+	r := &Restaurant{capacity: capacity, booked: map[string]int{}, cancelled: map[string]bool{}}
 	for _, o := range opts {
 		o(r)
 	}
 	return r
 }
 
-// Bookings returns every booking made.
+// Bookings returns every booking made and not cancelled.
 func (r *Restaurant) Bookings() []Booking {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Booking(nil), r.bookings...)
+	var out []Booking
+	for _, b := range r.bookings {
+		if !r.cancelled[b.Code] {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// CancelBooking is the cancel_booking mutation's body: it frees the
+// booking's seats. A code that names no booking, or one cancelled already,
+// is an error wrapping ErrNoSuchBooking.
+func (r *Restaurant) CancelBooking(_ context.Context, a CancelArgs) (Cancellation, error) {
+	code := strings.ToUpper(strings.TrimSpace(a.Code))
+	if code == "" {
+		return Cancellation{}, fmt.Errorf("%w: code is empty", tools.ErrInvalidArguments)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, b := range r.bookings {
+		if b.Code != code {
+			continue
+		}
+		if r.cancelled[code] {
+			return Cancellation{}, fmt.Errorf("%w: %s is already cancelled", ErrNoSuchBooking, code)
+		}
+		r.cancelled[code] = true
+		r.booked[b.Time] -= b.Party
+		return Cancellation{Code: code, Party: b.Party, Time: b.Time, Cancelled: true}, nil
+	}
+	return Cancellation{}, fmt.Errorf("%w: no booking has the code %s", ErrNoSuchBooking, code)
 }
 
 func checkArgs(party int, at string) error {
@@ -154,6 +204,8 @@ func (r *Restaurant) Tools() []*tools.Tool {
 			r.CheckAvailability, tools.WithEffect(tools.Read)),
 		tools.MustNew("book_table", "Book a table. Only after the guest asked to book and party and time are known.",
 			r.BookTable, tools.WithEffect(tools.Mutation)),
+		tools.MustNew("cancel_booking", "Cancel a booking by its confirmation code. Only when the guest asked to cancel it.",
+			r.CancelBooking, tools.WithEffect(tools.Mutation)),
 	}
 }
 

@@ -59,6 +59,14 @@ func demoAnswer(req llm.Request) scripted.Response {
 			return say("I'm still working on that; one moment.")
 		}
 		switch it.Name {
+		case "cancel_booking":
+			if it.IsError {
+				return say("Sorry, I couldn't cancel that: " + strings.TrimPrefix(it.Output, "error: "))
+			}
+			var c Cancellation
+			if json.Unmarshal([]byte(it.Output), &c) == nil {
+				return say(fmt.Sprintf("Done: your booking %s, a table for %s at %s, is cancelled.", c.Code, words(c.Party), c.Time))
+			}
 		case "book_table":
 			if it.IsError {
 				return say("Sorry, I couldn't complete the booking: " + strings.TrimPrefix(it.Output, "error: "))
@@ -91,11 +99,29 @@ func demoAnswer(req llm.Request) scripted.Response {
 		}
 	}
 
+	made := lastBooking(items)
+	switch {
+	case matches(user, `\bcancel\b`) && made != nil:
+		return say("Cancelling your booking.", scripted.Call{Name: "cancel_booking", Args: CancelArgs{Code: made.Code}})
+	case matches(user, `\b(what did i book|what have i booked|my booking|what's booked|what is booked|booking details)\b`):
+		if made == nil {
+			return say("You haven't booked anything yet. How many people, and what time?")
+		}
+		return say(fmt.Sprintf("You have a table for %s at %s. Your confirmation code is %s.", words(made.Party), made.Time, made.Code))
+	case askedToConfirm(items, lastUser) && matches(user, `^(no|nope|wrong|not)\b`):
+		return say("Sorry about that. How many people, and what time?")
+	case !askedToConfirm(items, lastUser) && unsure(items[lastUser]) && (parseParty(user) > 0 || parseTime(user) != ""):
+		// Heard, but not surely: say it back before acting on it.
+		return say(confirmText(s) + ", is that right?")
+	}
 	switch {
 	case matches(user, `\b(never ?mind|cancel|wait|stop|no thanks|don't)\b`):
 		return say("Okay, I won't book anything. Is there anything else?")
 	case matches(user, `\b(thanks|thank you|bye|goodbye)\b`):
 		return say("You're welcome. Goodbye!")
+	case matches(user, `^(yes|yeah|yep|sure|please|ok|okay|right|correct)\b`) && askedToConfirm(items, lastUser) && s.party > 0 && s.time != "":
+		return say("Thanks. Let me check that for you.",
+			scripted.Call{Name: "check_availability", Args: AvailabilityArgs{Party: s.party, Time: s.time}})
 	case matches(user, `^(yes|yeah|yep|sure|please|ok|okay)\b`) && askedToBook(items, lastUser) && s.party > 0 && s.time != "":
 		return say("Booking it now.", scripted.Call{Name: "book_table", Args: BookArgs{Party: s.party, Time: s.time}})
 	}
@@ -148,6 +174,58 @@ func wantsBooking(items []llm.Item, lastUser int) bool {
 		}
 	}
 	return false
+}
+
+// unsureBelow is the recogniser confidence under which the demo model
+// says back what it heard before acting on it (llm.Item.Confidence; typed
+// text has none and is taken as said).
+const unsureBelow = 0.5
+
+func unsure(it llm.Item) bool { return it.Confidence > 0 && it.Confidence < unsureBelow }
+
+// confirmText says back the party and time heard: "Two people at 19:00".
+func confirmText(s slots) string {
+	switch {
+	case s.party > 0 && s.time != "":
+		return fmt.Sprintf("A table for %s at %s", words(s.party), s.time)
+	case s.party > 0:
+		return fmt.Sprintf("A table for %s", words(s.party))
+	default:
+		return "At " + s.time
+	}
+}
+
+// askedToConfirm reports whether the agent's last message said back what
+// it heard and asked whether it is right.
+func askedToConfirm(items []llm.Item, lastUser int) bool {
+	for i := lastUser - 1; i >= 0; i-- {
+		it := items[i]
+		if it.Kind == llm.KindMessage && it.Role == llm.RoleAssistant {
+			return strings.HasSuffix(it.Text, "is that right?")
+		}
+	}
+	return false
+}
+
+// lastBooking returns the booking made in this call, from book_table's
+// results, unless it was cancelled since; nil if there is none.
+func lastBooking(items []llm.Item) *Booking {
+	var b *Booking
+	for _, it := range items {
+		if it.Kind != llm.KindToolResult || it.IsError || strings.Contains(it.Output, `"still running"`) {
+			continue
+		}
+		switch it.Name {
+		case "book_table":
+			var x Booking
+			if json.Unmarshal([]byte(it.Output), &x) == nil && x.Code != "" {
+				b = &x
+			}
+		case "cancel_booking":
+			b = nil
+		}
+	}
+	return b
 }
 
 func askedToBook(items []llm.Item, lastUser int) bool {

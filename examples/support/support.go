@@ -22,7 +22,7 @@ opened. Refund a duplicate charge when the caller asks. Keep answers short: they
 
 // AccountArgs name an account.
 type AccountArgs struct {
-	Account string `json:"account" jsonschema:"the account number, such as A7"`
+	Account string `json:"account" jsonschema:"the account number, such as A7 or 12345"`
 }
 
 // RefundArgs are refund's arguments.
@@ -111,7 +111,13 @@ func New(opts ...Option) *Desk {
 			return fmt.Sprintf(`{"refunded":%q}`, a.Amount), nil
 		}, tools.WithEffect(tools.Mutation))
 	d.FrontDesk = &runtime.Agent{Name: "front-desk", Instructions: FrontDeskInstructions, Model: o.front, TTS: o.voice,
-		Tools: []*tools.Tool{lookup, ticket, transfer}}
+		Tools: []*tools.Tool{lookup, ticket, transfer},
+		OnEnter: func(ctx context.Context, s *runtime.Session) error {
+			if s.Restored() {
+				return nil // the caller was greeted before the move
+			}
+			return s.GenerateReply(ctx, "Greet the caller.")
+		}}
 	d.Billing = &runtime.Agent{Name: "billing", Instructions: BillingInstructions, Model: o.billing, TTS: o.voice,
 		Tools: []*tools.Tool{lookup, refund}}
 	// A call restored after a crash comes back as whichever desk had it.

@@ -24,6 +24,7 @@ func TestFrontDeskHandsTheCallerToBilling(t *testing.T) {
 		front, billing := support.NewFrontDeskDemoModel(), support.NewBillingDemoModel()
 		desk := support.New(support.WithModels(front, billing), support.WithTTS(demoVoice(t)))
 		c := startCall(t, desk.FrontDesk)
+		c.waitFor("the greeting", said("Holdline Telecom, front desk. How can I help?"))
 
 		c.say("I was charged twice on account A7.")
 		ho := c.waitFor("handoff", func(e events.Event) bool { return e.Kind == events.Handoff })
@@ -62,6 +63,7 @@ func TestCallWithBillingComesBackAsBillingAfterACrash(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		desk := support.New(support.WithTTS(demoVoice(t)))
 		c := startCall(t, desk.FrontDesk)
+		c.waitFor("the greeting", said("How can I help?"))
 		c.say("I was charged twice on account A7.")
 		c.waitFor("the ticket, from billing", said("Your ticket is T-1001"))
 		st, err := c.s.State(context.Background())

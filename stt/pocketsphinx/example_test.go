@@ -85,7 +85,7 @@ func ExampleGrammar() {
 	// public <utterance> = <phrase> | <free>;
 	//
 	// <phrase> =
-	// 	  table for <number> [<minutes>] at <number> [<minutes>]
+	// 	  table for <count> at <hour> [<minutes>]
 	// 	| yes please
 	// 	| uh-huh
 	// 	| mhm
@@ -98,9 +98,11 @@ func ExampleGrammar() {
 	// 	| sure
 	// 	| alright;
 	//
-	// <number> = one | two | three | four | five | six | seven | eight | nine | ten | eleven | twelve;
+	// <count> = one | two | three | four | five | six | seven | eight | nine | ten | eleven | twelve;
 	//
-	// <minutes> = fifteen | twenty | thirty | forty | forty-five | fifty;
+	// <hour> = six | seven | eight;
+	//
+	// <minutes> = fifteen | thirty | forty-five;
 	//
 	// <free> = <word>+;
 	//
@@ -109,10 +111,8 @@ func ExampleGrammar() {
 	// 	| /1e-15/ eight
 	// 	| /1e-15/ eleven
 	// 	| /1e-15/ fifteen
-	// 	| /1e-15/ fifty
 	// 	| /1e-15/ five
 	// 	| /1e-15/ for
-	// 	| /1e-15/ forty
 	// 	| /1e-15/ forty-five
 	// 	| /1e-15/ four
 	// 	| /1e-15/ nine
@@ -125,7 +125,6 @@ func ExampleGrammar() {
 	// 	| /1e-15/ thirty
 	// 	| /1e-15/ three
 	// 	| /1e-15/ twelve
-	// 	| /1e-15/ twenty
 	// 	| /1e-15/ two
 	// 	| /1e-15/ yes;
 }

@@ -54,10 +54,13 @@ func TestGrammar(t *testing.T) {
 		"#JSGF V1.0;",
 		"public <utterance> = <phrase> | <free>;",
 		// Numbers generalised, and the two phrases are now one.
-		"book a table for <number> [<minutes>] at <number> [<minutes>]\n\t| yes please\n\t| my code is <number> <number> <number> <number>\n\t| uh-huh\n\t| mhm",
-		"<number> = one | two |",
+		"book a table for <count> at <hour> [<minutes>]\n\t| yes please\n\t| my code is <digit> <digit> <digit> <digit>\n\t| uh-huh\n\t| mhm",
+		"<count> = one | two |",
+		// Hours from the phrases' seven and eight, widened by one.
+		"<hour> = six | seven | eight | nine;",
+		"<digit> = oh | zero | one |",
 		"<free> = <word>+;",
-		"/1e-15/ yes;",
+		"/1e-15/ yes\n",
 	} {
 		if !strings.Contains(g, want) {
 			t.Errorf("grammar lacks %q", want)

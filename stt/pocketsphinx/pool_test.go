@@ -10,16 +10,17 @@ import (
 	"github.com/holdline/holdline/media"
 )
 
-// TestCallsShareDecodersWhileSpeaking checks that a stream holds a decoder
-// only while its utterance is open, that the next utterance of any stream
-// reuses it, and that decoders idle past the idle time are freed but one.
+// TestCallsShareDecodersWhileSpeaking checks that a stream decoding as
+// the caller speaks (with partials) holds a decoder only while its
+// utterance is open, that the next utterance of any stream reuses it, and
+// that decoders idle past the idle time are freed.
 func TestCallsShareDecodersWhileSpeaking(t *testing.T) {
 	sp, err := speech(t, callerVoice, media.Rate16k, "Yes, please.")
 	if err != nil {
 		t.Fatal(err)
 	}
 	synctest.Test(t, func(t *testing.T) {
-		r := newRecognizer(t, WithPhrases(booking.Phrases...), WithIdleDecoder(10*time.Second))
+		r := newRecognizer(t, WithPhrases(booking.Phrases...), WithIdleDecoder(10*time.Second), WithPartials(200*time.Millisecond))
 		want := func(what string, inUse, idle int) {
 			t.Helper()
 			synctest.Wait()
@@ -55,11 +56,15 @@ func TestCallsShareDecodersWhileSpeaking(t *testing.T) {
 			if err := s.EndOfSpeech(); err != nil {
 				t.Fatal(err)
 			}
-			tr, err := s.Recv()
-			if err != nil {
-				t.Fatal(err)
+			for {
+				tr, err := s.Recv()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tr.Final {
+					return tr.Text
+				}
 			}
-			return tr.Text
 		}
 		for _, s := range streams[:2] {
 			if got := say(s); got != "yes please" {
@@ -91,7 +96,9 @@ func TestCallersBeyondTheDecodersAreHeardWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newRecognizer(t, WithPhrases(booking.Phrases...), WithMaxDecoders(2))
+	// With partials utterances are decoded as they come, where a decoder
+	// is spare.
+	r := newRecognizer(t, WithPhrases(booking.Phrases...), WithMaxDecoders(2), WithPartials(200*time.Millisecond))
 	const callers = 4
 	var streams []*Stream
 	for range callers {
@@ -122,6 +129,9 @@ func TestCallersBeyondTheDecodersAreHeardWhole(t *testing.T) {
 	}
 	for i, s := range streams {
 		tr, err := s.Recv()
+		for err == nil && !tr.Final {
+			tr, err = s.Recv()
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,4 +144,46 @@ func TestCallersBeyondTheDecodersAreHeardWhole(t *testing.T) {
 	if most > 2 {
 		t.Errorf("%d decoders at once; the bound is 2", most)
 	}
+}
+
+// TestHeldUtterancesTakeADecoderOnlyAtTheirEnd checks that without
+// partials a caller's utterance holds no decoder while it is spoken: it is
+// decoded whole, on a pooled decoder, when it ends.
+func TestHeldUtterancesTakeADecoderOnlyAtTheirEnd(t *testing.T) {
+	sp, err := speech(t, callerVoice, media.Rate16k, "Yes, please.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		r := newRecognizer(t, WithPhrases(booking.Phrases...), WithIdleDecoder(10*time.Second))
+		s, err := r.Stream(context.Background(), media.Rate16k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		st := s.(*Stream)
+		if err := st.StartOfSpeech(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < len(sp); i += 320 {
+			if err := st.Write(media.Frame{Samples: sp[i:min(i+320, len(sp))], SampleRate: media.Rate16k}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		if inUse, idle := r.Decoders(); inUse != 0 || idle != 1 {
+			t.Errorf("while the caller speaks: %d decoders in use, %d idle; want none in use, New's idle", inUse, idle)
+		}
+		if err := st.EndOfSpeech(); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := st.Recv()
+		if err != nil || tr.Text != "yes please" || !tr.Final {
+			t.Errorf("final %+v, %v; want %q", tr, err, "yes please")
+		}
+		synctest.Wait()
+		if inUse, idle := r.Decoders(); inUse != 0 || idle != 1 {
+			t.Errorf("after the final: %d decoders in use, %d idle; want the one back", inUse, idle)
+		}
+	})
 }

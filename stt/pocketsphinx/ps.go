@@ -178,8 +178,8 @@ static int psgo_start(const psgo_lib *l, void *ps) {
 	return l->start_utt(ps);
 }
 
-static int psgo_process(const psgo_lib *l, void *ps, const int16_t *data, size_t n) {
-	return l->process_raw(ps, data, n, 0, 0);
+static int psgo_process(const psgo_lib *l, void *ps, const int16_t *data, size_t n, int full) {
+	return l->process_raw(ps, data, n, 0, full);
 }
 
 // psgo_end ends the utterance and returns the best hypothesis (owned by the
@@ -317,11 +317,21 @@ func (d *decoder) start() error {
 }
 
 // process decodes 16 kHz samples of the open utterance.
-func (d *decoder) process(x []int16) error {
+func (d *decoder) process(x []int16) error { return d.processRaw(x, false) }
+
+// processWhole decodes the whole of an utterance at once: its cepstral
+// mean is then the utterance's own, not one carried over from before.
+func (d *decoder) processWhole(x []int16) error { return d.processRaw(x, true) }
+
+func (d *decoder) processRaw(x []int16, whole bool) error {
 	if len(x) == 0 {
 		return nil
 	}
-	if rc := C.psgo_process(d.l, d.ps, (*C.int16_t)(unsafe.Pointer(&x[0])), C.size_t(len(x))); rc < 0 {
+	full := C.int(0)
+	if whole {
+		full = 1
+	}
+	if rc := C.psgo_process(d.l, d.ps, (*C.int16_t)(unsafe.Pointer(&x[0])), C.size_t(len(x)), full); rc < 0 {
 		return fmt.Errorf("pocketsphinx: ps_process_raw failed (%d)", int(rc))
 	}
 	return nil
@@ -348,7 +358,7 @@ func (d *decoder) decode(x []int16) (string, error) {
 		d.free()
 		return "", err
 	}
-	if err := d.process(x); err != nil {
+	if err := d.processWhole(x); err != nil {
 		d.free()
 		return "", err
 	}

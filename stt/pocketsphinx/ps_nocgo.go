@@ -23,6 +23,7 @@ type decoder struct{ ps unsafe.Pointer }
 func newDecoder(*cLib, []string) (*decoder, error) { return nil, errNoCgo }
 func (*decoder) start() error                      { return errNoCgo }
 func (*decoder) process([]int16) error             { return errNoCgo }
+func (*decoder) processWhole([]int16) error        { return errNoCgo }
 func (*decoder) hyp() string                       { return "" }
 func (*decoder) end() (string, error)              { return "", errNoCgo }
 func (*decoder) free()                             {}

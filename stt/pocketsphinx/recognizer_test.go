@@ -324,7 +324,10 @@ func TestPartials(t *testing.T) {
 // TestMaxUtterance feeds one utterance three times as long as the limit:
 // it is cut into three, each with its final.
 func TestMaxUtterance(t *testing.T) {
-	r := newRecognizer(t, WithPhrases(booking.Phrases...), WithMaxUtterance(3*time.Second))
+	// The audio is written at once, far faster than it is spoken; an
+	// utterance is decoded whole at its end, which takes longer than the
+	// default write timeout: wait for room instead.
+	r := newRecognizer(t, WithPhrases(booking.Phrases...), WithMaxUtterance(3*time.Second), WithQueue(DefaultQueue, 10*time.Second))
 	s, err := r.Stream(context.Background(), media.Rate16k)
 	if err != nil {
 		t.Fatal(err)

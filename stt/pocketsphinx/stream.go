@@ -85,14 +85,16 @@ type decoderState struct {
 	preRoll []int16 // the last cfg.preRoll of audio outside utterances
 	preMax  int
 
-	open     bool // an utterance is open
-	explicit bool // StartOfSpeech has been called
-	armed    bool // without StartOfSpeech: open at the next audio
-	fed      int  // samples in the open utterance
-	maxFed   int
-	sinceHyp int
-	every    int // samples between partials; 0: none
-	partial  string
+	open      bool // an utterance is open
+	explicit  bool // StartOfSpeech has been called
+	armed     bool // without StartOfSpeech: open at the next audio
+	fed       int  // samples in the open utterance
+	maxFed    int
+	sinceHyp  int
+	every     int // samples between partials; 0: none
+	partial   string
+	triedLive bool            // the held utterance asked the pool for a decoder
+	shapes    map[string]bool // the phrases' shapes, for confidence
 }
 
 func newStream(ctx context.Context, cfg config, sampleRate int, p *pool) (*Stream, error) {
@@ -103,6 +105,7 @@ func newStream(ctx context.Context, cfg config, sampleRate int, p *pool) (*Strea
 		armed:  true,
 		maxFed: media.SamplesFor(rate, cfg.maxUtterance),
 		every:  media.SamplesFor(rate, cfg.partials),
+		shapes: phraseShapes(cfg.phrases),
 	}
 	if sampleRate != rate {
 		rs, err := media.NewResampler(sampleRate, rate)
@@ -361,18 +364,30 @@ func (s *Stream) handle(ev event) error {
 	return err
 }
 
-// start opens an utterance, on a decoder from the pool if it has one to
-// spare, else in held.
+// start opens an utterance. With partials it is decoded as it comes, on
+// a decoder from the pool if one is spare. Without, it is kept in held and
+// decoded whole when it ends, with its own cepstral mean rather than one
+// carried over from earlier audio (or, in a call's first utterance, the
+// model's initial one, far from a telephone line's): on a fresh stream,
+// booking sentences by four espeak-ng voices at 8 kHz came out at 53% word
+// accuracy decoded as they came, 84% decoded whole. Either way a decoder
+// is held for a moment at the end rather than for the whole utterance.
 func (st *decoderState) start() error {
-	if st.d == nil {
+	st.open, st.fed, st.sinceHyp, st.partial, st.triedLive = true, 0, 0, "", false
+	st.held = st.held[:0]
+	if st.d == nil && st.every > 0 {
 		d, err := st.pool.takeStreaming()
 		if err != nil {
 			return err
 		}
-		st.d, st.held = d, st.held[:0]
+		st.d = d
 	}
+	return st.startLive()
+}
+
+// startLive opens the utterance on st.d, if it has one.
+func (st *decoderState) startLive() error {
 	if st.d == nil {
-		st.open, st.fed, st.sinceHyp, st.partial = true, 0, 0, ""
 		return nil
 	}
 	if err := st.d.start(); err != nil {
@@ -381,8 +396,24 @@ func (st *decoderState) start() error {
 		st.d = nil
 		return err
 	}
-	st.open, st.fed, st.sinceHyp, st.partial = true, 0, 0, ""
 	return nil
+}
+
+// goLive moves a held utterance longer than wholeMax onto a decoder of its
+// own, if the pool has one spare: decoding a long one whole at its end
+// would hold up the final.
+func (st *decoderState) goLive() error {
+	d, err := st.pool.takeStreaming()
+	if err != nil || d == nil {
+		return err
+	}
+	st.d = d
+	if err := st.startLive(); err != nil {
+		return err
+	}
+	err = st.d.process(st.held)
+	st.held = st.held[:0]
+	return err
 }
 
 // feed decodes x, ending and reopening the utterance at the length limit
@@ -392,6 +423,12 @@ func (st *decoderState) feed(s *Stream, x []int16) error {
 		n := min(len(x), st.maxFed-st.fed)
 		if st.d == nil {
 			st.held = append(st.held, x[:n]...)
+			if len(st.held) > wholeMaxSamples && !st.triedLive {
+				st.triedLive = true
+				if err := st.goLive(); err != nil {
+					return err
+				}
+			}
 		} else if err := st.d.process(x[:n]); err != nil {
 			return err
 		}
@@ -449,7 +486,7 @@ func (st *decoderState) finish(s *Stream, always bool) error {
 		}
 	}
 	if always || text != "" {
-		s.emit(stt.Transcript{Text: text, Final: true})
+		s.emit(stt.Transcript{Text: text, Final: true, Confidence: confidence(st.shapes, text)})
 	}
 	return nil
 }
@@ -496,3 +533,12 @@ func (st *decoderState) keep(x []int16) {
 	}
 	st.preRoll = append(st.preRoll, x...)
 }
+
+// wholeMax is how much of an utterance is held to be decoded whole (see
+// start) before it asks for a decoder to go on as it comes: decoding it at
+// the end takes about a tenth of its length in CPU time, which the final
+// waits for. Without a spare decoder it stays held, up to the utterance
+// limit.
+const wholeMax = 5 * time.Second
+
+var wholeMaxSamples = media.SamplesFor(rate, wholeMax)
