@@ -15,6 +15,9 @@ import (
 type InputJudge struct {
 	arb      *vad.Arbiter
 	echoFree bool
+	// turn says a turn of the agent's held the floor at the last frame
+	// (Agent).
+	turn bool
 }
 
 // NewInputJudge returns the judge cfg describes: its BargeIn settings with
@@ -31,6 +34,7 @@ func NewInputJudge(cfg InputConfig) *InputJudge {
 // that some of that turn's audio has played. A caller whose device removes
 // the agent's voice (EchoFree) never hears it.
 func (j *InputJudge) Agent(audible, turn, played bool) vad.Agent {
+	j.turn = turn
 	switch {
 	case audible && !j.echoFree:
 		return vad.AgentAudible
@@ -71,6 +75,13 @@ func (j *InputJudge) Transcript(text string, final bool, played string, agent va
 		// A short sound confirmed by its words has ended already: the
 		// arbiter would have said so after MinSilence of quiet.
 		ins = append(ins, UserSpeechStopped{Ago: max(dec.Ended-j.arb.Config().Segmenter.MinSilence, 0)})
+	}
+	if final && !keep && dec.Reason == vad.ReasonBackchannel && !j.turn {
+		// A backchannel keeps a speaking agent going; once its turn is
+		// over the same words ("yes", "okay", "sure") answer it: the
+		// sound began in the echo tail of its last words, which is all
+		// that made them look like talk over it.
+		keep = true
 	}
 	switch {
 	case keep:

@@ -859,3 +859,33 @@ func (s refusingStream) Write(f media.Frame) error {
 	}
 	return s.Stream.Write(f)
 }
+
+// A short answer said as the agent's question ends ("Shall I book it?"
+// "Yes.") begins in the echo tail of the agent's last words, but the
+// agent's turn is over: it is the caller's turn, not a backchannel.
+func TestYesRightAfterTheAgentsQuestionIsATurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := scripted.NewSTT(scripted.WithLatency(100 * time.Millisecond))
+		rec.Say("yes")
+		h := start(t, setup{
+			stt:       rec,
+			opts:      []Option{WithEndpointing(400 * time.Millisecond)},
+			responses: []scripted.Response{{Text: "Shall I book it?"}, {Text: "Booked."}},
+		})
+		if err := h.s.Inject(context.Background(), "a table for two"); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			h.hush(20 * time.Millisecond)
+			if _, ok := h.find(events.PlayoutDone, nil); ok {
+				break
+			}
+		}
+		h.speak(300 * time.Millisecond)
+		h.hush(2 * time.Second)
+		turn := h.waitFor(events.UserTurn, func(e events.Event) bool { return e.Reason == "speech" }, time.Second)
+		if turn.Text != "yes" {
+			t.Errorf("the caller's answer made the turn %q; want %q", turn.Text, "yes")
+		}
+	})
+}

@@ -165,7 +165,7 @@ func TestVoiceBookingsAt16And8kHz(t *testing.T) {
 var partyWords = map[int]string{2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 10: "ten", 12: "twelve"}
 
 const (
-	minVoiceBookings16k = 10
+	minVoiceBookings16k = 12
 	minVoiceBookings8k  = 1
 )
 
