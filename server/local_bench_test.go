@@ -167,7 +167,10 @@ func localEnginesOnce(b *testing.B, n int, window time.Duration, rounds int, cli
 	rss0 := rssKiB(b)
 	anon0 := rssAnonKiB(b)
 	ch := cheap.Stats()
-	b.Logf("start: %s; C heap %d KiB in use, %d KiB free, %d KiB mapped apart", rssParts(), ch.InUse/1024, ch.Free/1024, ch.Mapped/1024)
+	var ms0 goruntime.MemStats
+	goruntime.ReadMemStats(&ms0)
+	b.Logf("start: %s; Go runtime holds %d KiB from the OS (heap in use %d KiB); C heap %d KiB in use, %d KiB free, %d KiB mapped apart",
+		rssParts(), (ms0.Sys-ms0.HeapReleased)/1024, ms0.HeapInuse/1024, ch.InUse/1024, ch.Free/1024, ch.Mapped/1024)
 
 	var (
 		liveMax           int64

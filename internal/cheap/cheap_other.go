@@ -7,3 +7,6 @@ func Trim() {}
 
 // Stats returns zeros without cgo on Linux.
 func Stats() HeapStats { return HeapStats{} }
+
+// Tune does nothing without cgo on Linux.
+func Tune(arenas, mmapThreshold int) bool { return false }

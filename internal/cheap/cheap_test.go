@@ -18,3 +18,20 @@ func TestTrimKeepsWhatIsInUse(t *testing.T) {
 		t.Errorf("in use %d before Trim, %d after: Trim frees only what is free", s.InUse, after.InUse)
 	}
 }
+
+// TestTuneLeavesWhatTheEnvironmentSets checks that an operator's
+// MALLOC_ARENA_MAX or MALLOC_MMAP_THRESHOLD_ wins over Tune: with both set
+// there is nothing to set.
+func TestTuneLeavesWhatTheEnvironmentSets(t *testing.T) {
+	if Stats() == (HeapStats{}) {
+		t.Skip("no glibc allocator without cgo")
+	}
+	if !Tune(2, 64<<10) {
+		t.Fatal("glibc refused two arenas and a 64 KiB mmap threshold")
+	}
+	t.Setenv("MALLOC_ARENA_MAX", "4")
+	t.Setenv("MALLOC_MMAP_THRESHOLD_", "131072")
+	if Tune(2, 64<<10) {
+		t.Error("Tune set the allocator although the environment had")
+	}
+}

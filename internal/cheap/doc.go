@@ -2,8 +2,8 @@
 // libraries it calls (pocketsphinx, ONNX Runtime, libopus, speexdsp):
 // glibc's allocator keeps what they free in per-thread arenas for reuse,
 // so a server that ran a busy hour would otherwise stay at its peak
-// memory. Trim hands the free memory back; Stats says how much the heap
-// holds and how much of it is free.
+// memory. Tune makes what they free easier to give back, Trim gives it
+// back, and Stats says how much the heap holds and how much is free.
 //
 // Without cgo, or on a C library other than glibc, both do nothing.
 package cheap
