@@ -116,10 +116,10 @@ func WithMaxSessions(n int) Option {
 // engines (pocketsphinx with the agent's grammar, espeak-ng's voice, the
 // session and its WebRTC connection), for WithCallCost. Measured with
 // BenchmarkLocalEngines on the 2-core development machine, callers
-// speaking a phrase every 5.5 s or so: 40 calls dropped no turn, 60 calls
-// dropped 22 (the recogniser fell behind), so a call is counted as a
-// twentieth of a core.
-const LocalCallCost = 1.0 / 20
+// speaking a phrase every 5.5 s or so: 70 calls dropped no turn, 80 calls
+// dropped 48 (the recogniser fell behind), so a call is counted as a
+// thirty-fifth of a core.
+const LocalCallCost = 1.0 / 35
 
 // admissionShare is the share of the machine's cores the admission
 // default fills, leaving room for bursts (everyone speaking at once) and

@@ -491,8 +491,8 @@ func TestMetricsCountTurnsToolsAndLatency(t *testing.T) {
 // share, the server admits one, and refuses the next with 503, a
 // Retry-After and a reason; an explicit cap overrides the default.
 func TestServerFullOfCallsItsEnginesCannotServeRefusesMore(t *testing.T) {
-	if got := server.AdmissionDefault(server.LocalCallCost, 2); got != 32 {
-		t.Errorf("local engines on 2 cores admit %d calls; want 32 (80%% of 2 cores at a twentieth of a core each)", got)
+	if got := server.AdmissionDefault(server.LocalCallCost, 2); got != 56 {
+		t.Errorf("local engines on 2 cores admit %d calls; want 56 (80%% of 2 cores at a thirty-fifth of a core each)", got)
 	}
 	if got := server.AdmissionDefault(0, 2); got != server.DefaultMaxSessions {
 		t.Errorf("no call cost: %d; want DefaultMaxSessions", got)

@@ -34,7 +34,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	metricsAddr := fs.String("metrics", "", "serve /metrics on its own listener at `ADDR`, without the token, for a Prometheus scraper on a private address (it then leaves --http)")
 	name := fs.String("agent", "booking", "agent to run ("+agentNames()+")")
 	ttl := fs.Duration("resume-ttl", server.DefaultResumeTTL, "how long a session whose connection dropped waits to be resumed")
-	maxSessions := fs.Int("max-sessions", 0, "concurrent sessions; more get 503 with Retry-After (default: as many as the engines in use can serve on this machine's cores without dropping callers' words: 16 per core on the local recogniser and voice, else 200)")
+	maxSessions := fs.Int("max-sessions", 0, "concurrent sessions; more get 503 with Retry-After (default: as many as the engines in use can serve on this machine's cores without dropping callers' words: 28 per core on the local recogniser and voice, else 200)")
 	echo := fs.Bool("echo-cancel", false, "run Holdline's echo canceller on browser audio too (browsers cancel echo themselves)")
 	publicIP := fs.String("public-ip", "", "announce this `IP` as the media address (a server behind 1:1 NAT)")
 	ports := fs.String("udp-ports", "", "media UDP port range `MIN-MAX` (default: any)")
