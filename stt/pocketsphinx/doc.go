@@ -31,20 +31,23 @@
 //
 // # Streams
 //
-// Each Stream has a decoder of its own, run by a goroutine the stream
-// owns: Write does no decoding, it copies the frame into a bounded queue
-// (WithQueue) and returns; only if the decoder has fallen so far behind
-// that the queue stays full does it wait, for 100 ms by default, and then
-// drop the frame with ErrOverrun. The goroutine resamples to 16 kHz, adds
-// a noise floor (WithNoiseFloor), and
-// decodes while an utterance is open: from StartOfSpeech (with the
-// pre-roll of the last 300 ms before it) to EndOfSpeech, which yields the
-// final transcript. Partial transcripts are optional (WithPartials).
-// Sessions whose voice activity detector never calls StartOfSpeech, as
-// runtime's does not today, still work: until the first StartOfSpeech, an
-// utterance opens at the first Write and at the first Write after each
-// EndOfSpeech, and pocketsphinx's own silence removal keeps the pauses out
-// of the search.
+// Each Stream has a goroutine of its own: Write does no decoding, it
+// copies the frame into a bounded queue (WithQueue) and returns; only if
+// the goroutine has fallen so far behind that the queue stays full does
+// it wait, for 100 ms by default, and then drop the frame with
+// ErrOverrun. The goroutine resamples to 16 kHz, adds a noise floor
+// (WithNoiseFloor), and keeps the audio of the open utterance: from
+// StartOfSpeech (with the pre-roll of the last 300 ms before it) to
+// EndOfSpeech, when it decodes the utterance whole, on a decoder the
+// Recognizer's streams share (see Recognizer), and yields the final
+// transcript. Decoded whole, an utterance has its own cepstral mean rather
+// than one carried over from other audio or another call. Utterances
+// longer than 5 s, and those of streams with partial transcripts
+// (WithPartials), are decoded as they come where a decoder is spare.
+// Sessions whose voice activity detector never calls StartOfSpeech still
+// work: until the first StartOfSpeech, an utterance opens at the first
+// Write and at the first Write after each EndOfSpeech, and pocketsphinx's
+// own silence removal keeps the pauses out of the search.
 //
 // # Accuracy
 //
@@ -62,8 +65,9 @@
 // and "eleven"; the errors that remain at 8 kHz are such numbers. An 8 kHz
 // acoustic model would help.
 //
-// Decoding takes 0.08 CPU seconds per second of 16 kHz audio and 0.10 at
-// 8 kHz (BenchmarkDecode, 2-core development machine); the final follows
-// EndOfSpeech within a millisecond once the decoder has caught up, and
-// opening a stream costs some 15 ms (BenchmarkNewStream).
+// Decoding takes 0.04 CPU seconds per second of 16 kHz audio and 0.045 at
+// 8 kHz, and the final of a booking phrase follows EndOfSpeech by 105 ms
+// and 125 ms, the time to decode it whole (BenchmarkDecode, 2-core
+// development machine); making a decoder costs some 15 ms
+// (BenchmarkNewStream).
 package pocketsphinx

@@ -14,11 +14,11 @@ import (
 	"github.com/holdline/holdline/stt"
 )
 
-// Stream is a recognition stream: an stt.Stream and stt.SpeechStarter. Its
-// decoder belongs to a goroutine of its own, which Write, StartOfSpeech and
-// EndOfSpeech hand audio and events to through a bounded queue, in order;
-// the goroutine ends, and frees the decoder, at Close or when the context
-// is cancelled.
+// Stream is a recognition stream: an stt.Stream and stt.SpeechStarter. It
+// has a goroutine of its own, which Write, StartOfSpeech and EndOfSpeech
+// hand audio and events to through a bounded queue, in order, and which
+// takes a decoder from the Recognizer's pool when an utterance is to be
+// decoded; the goroutine ends at Close or when the context is cancelled.
 //
 // An utterance opens at StartOfSpeech, with the last stretch of audio
 // before it (WithPreRoll), and ends at EndOfSpeech, which yields its final
