@@ -69,5 +69,5 @@
 // 8 kHz, and the final of a booking phrase follows EndOfSpeech by 105 ms
 // and 125 ms, the time to decode it whole (BenchmarkDecode, 2-core
 // development machine); making a decoder costs some 15 ms
-// (BenchmarkNewStream).
+// (BenchmarkNewDecoder).
 package pocketsphinx
