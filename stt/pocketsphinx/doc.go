@@ -36,14 +36,15 @@
 // the goroutine has fallen so far behind that the queue stays full does
 // it wait, for 100 ms by default, and then drop the frame with
 // ErrOverrun. The goroutine resamples to 16 kHz, adds a noise floor
-// (WithNoiseFloor), and keeps the audio of the open utterance: from
-// StartOfSpeech (with the pre-roll of the last 300 ms before it) to
-// EndOfSpeech, when it decodes the utterance whole, on a decoder the
-// Recognizer's streams share (see Recognizer), and yields the final
-// transcript. Decoded whole, an utterance has its own cepstral mean rather
-// than one carried over from other audio or another call. Utterances
-// longer than 5 s, and those of streams with partial transcripts
-// (WithPartials), are decoded as they come where a decoder is spare.
+// (WithNoiseFloor), and decodes the open utterance, from StartOfSpeech
+// (with the pre-roll of the last 300 ms before it) to EndOfSpeech, which
+// yields the final transcript. It decodes as the audio comes, on a decoder
+// the Recognizer's streams share (see Recognizer), so that a short sound's
+// words are there as soon as it ends; an utterance of 1.5 s or more is
+// decoded again, whole, at its end, with its own cepstral mean rather than
+// one carried over from other audio or another call, and that is its
+// final. When no decoder is spare, the utterance is kept and decoded whole
+// at its end. Partial transcripts are optional (WithPartials).
 // Sessions whose voice activity detector never calls StartOfSpeech still
 // work: until the first StartOfSpeech, an utterance opens at the first
 // Write and at the first Write after each EndOfSpeech, and pocketsphinx's
@@ -65,9 +66,9 @@
 // and "eleven"; the errors that remain at 8 kHz are such numbers. An 8 kHz
 // acoustic model would help.
 //
-// Decoding takes 0.04 CPU seconds per second of 16 kHz audio and 0.045 at
-// 8 kHz, and the final of a booking phrase follows EndOfSpeech by 105 ms
-// and 125 ms, the time to decode it whole (BenchmarkDecode, 2-core
-// development machine); making a decoder costs some 15 ms
+// Decoding a booking phrase whole takes 105 ms at 16 kHz and 125 ms at
+// 8 kHz (BenchmarkDecode's final-ms, 2-core development machine), which
+// its final waits for after EndOfSpeech; a short sound's final comes as
+// soon as the decoder has caught up. Making a decoder costs some 15 ms
 // (BenchmarkNewDecoder).
 package pocketsphinx

@@ -2,6 +2,7 @@ package pocketsphinx
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -146,14 +147,11 @@ func TestCallersBeyondTheDecodersAreHeardWhole(t *testing.T) {
 	}
 }
 
-// TestHeldUtterancesTakeADecoderOnlyAtTheirEnd checks that without
-// partials a caller's utterance holds no decoder while it is spoken: it is
-// decoded whole, on a pooled decoder, when it ends.
-func TestHeldUtterancesTakeADecoderOnlyAtTheirEnd(t *testing.T) {
-	sp, err := speech(t, callerVoice, media.Rate16k, "Yes, please.")
-	if err != nil {
-		t.Fatal(err)
-	}
+// TestShortSoundsAreHeardAsTheyComeAndSentencesWhole checks that an
+// utterance is decoded as it is spoken on a spare decoder, given back when
+// it ends, and that a sentence's final (decoded again, whole) and a short
+// sound's (as it came) both hold the words said.
+func TestShortSoundsAreHeardAsTheyComeAndSentencesWhole(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRecognizer(t, WithPhrases(booking.Phrases...), WithIdleDecoder(10*time.Second))
 		s, err := r.Stream(context.Background(), media.Rate16k)
@@ -162,28 +160,34 @@ func TestHeldUtterancesTakeADecoderOnlyAtTheirEnd(t *testing.T) {
 		}
 		defer s.Close()
 		st := s.(*Stream)
-		if err := st.StartOfSpeech(); err != nil {
-			t.Fatal(err)
-		}
-		for i := 0; i < len(sp); i += 320 {
-			if err := st.Write(media.Frame{Samples: sp[i:min(i+320, len(sp))], SampleRate: media.Rate16k}); err != nil {
+		for _, say := range []string{"Yes, please.", "Book a table for two at seven."} {
+			sp, err := speech(t, callerVoice, media.Rate16k, say)
+			if err != nil {
 				t.Fatal(err)
 			}
-		}
-		synctest.Wait()
-		if inUse, idle := r.Decoders(); inUse != 0 || idle != 1 {
-			t.Errorf("while the caller speaks: %d decoders in use, %d idle; want none in use, New's idle", inUse, idle)
-		}
-		if err := st.EndOfSpeech(); err != nil {
-			t.Fatal(err)
-		}
-		tr, err := st.Recv()
-		if err != nil || tr.Text != "yes please" || !tr.Final {
-			t.Errorf("final %+v, %v; want %q", tr, err, "yes please")
-		}
-		synctest.Wait()
-		if inUse, idle := r.Decoders(); inUse != 0 || idle != 1 {
-			t.Errorf("after the final: %d decoders in use, %d idle; want the one back", inUse, idle)
+			if err := st.StartOfSpeech(); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < len(sp); i += 320 {
+				if err := st.Write(media.Frame{Samples: sp[i:min(i+320, len(sp))], SampleRate: media.Rate16k}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			synctest.Wait()
+			if inUse, _ := r.Decoders(); inUse != 1 {
+				t.Errorf("%q: %d decoders in use while it is spoken; want 1", say, inUse)
+			}
+			if err := st.EndOfSpeech(); err != nil {
+				t.Fatal(err)
+			}
+			tr, err := st.Recv()
+			if want := strings.Join(Normalise(say), " "); err != nil || tr.Text != want || !tr.Final {
+				t.Errorf("final %+v, %v; want %q", tr, err, want)
+			}
+			synctest.Wait()
+			if inUse, _ := r.Decoders(); inUse != 0 {
+				t.Errorf("%q: %d decoders in use after its final; want 0", say, inUse)
+			}
 		}
 	})
 }

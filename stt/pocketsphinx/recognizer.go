@@ -147,14 +147,12 @@ func WithIdleDecoder(d time.Duration) Option {
 
 // WithMaxDecoders bounds the decoders the Recognizer makes, which bounds
 // its memory: each holds the acoustic model, the grammar and a search,
-// some 5 to 10 MB. An utterance is kept and decoded whole when it ends,
-// holding a decoder for that only (some 80 ms for a second of speech), on
-// one of half of them (rounded up). The other half decode as the caller
-// speaks the utterances that need it: those of streams with partials, and
-// those longer than 5 s, whose decoding at the end would hold up the
-// final; when all of that half are held, such an utterance is kept and
-// decoded whole too. Decoding is work for the CPU, so more decoders than
-// cores buy little; the default is DefaultMaxDecoders.
+// some 5 to 10 MB. Half of them (rounded down) decode utterances as they
+// are spoken; the other half decode whole utterances at their end (a
+// sentence again, for accuracy, or one that opened when the first half
+// were all held), held only for that, some 80 ms for a second of speech.
+// Decoding is work for the CPU, so more decoders than cores buy little;
+// the default is DefaultMaxDecoders.
 func WithMaxDecoders(n int) Option {
 	return func(c *config) { c.maxDecoders = n }
 }
@@ -206,12 +204,11 @@ var decoderArgs = []string{
 //
 // Its decoders are shared by its streams, and bounded (WithMaxDecoders): a
 // decoder holds the acoustic model, the grammar and a search, 5 to 10 MB,
-// so one per call would make memory grow with the calls. A stream keeps an
-// utterance's audio and takes a decoder from the Recognizer's pool only to
-// decode it when it ends (or, with partials, while it is spoken), and
-// gives it back then, so a live call holds no decoder most of the time.
-// Decoders left idle for DefaultIdleDecoder are freed, and the memory
-// they held is handed back to the system.
+// so one per call would make memory grow with the calls. A stream takes
+// one from the Recognizer's pool when its caller starts speaking and gives
+// it back when they stop, so a live call holds no decoder most of the
+// time. Decoders left idle for DefaultIdleDecoder are freed, and the
+// memory they held is handed back to the system.
 type Recognizer struct {
 	cfg     config
 	args    []string // decoder arguments

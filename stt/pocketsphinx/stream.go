@@ -364,18 +364,20 @@ func (s *Stream) handle(ev event) error {
 	return err
 }
 
-// start opens an utterance. With partials it is decoded as it comes, on
-// a decoder from the pool if one is spare. Without, it is kept in held and
-// decoded whole when it ends, with its own cepstral mean rather than one
-// carried over from earlier audio (or, in a call's first utterance, the
-// model's initial one, far from a telephone line's): on a fresh stream,
-// booking sentences by four espeak-ng voices at 8 kHz came out at 53% word
-// accuracy decoded as they came, 84% decoded whole. Either way a decoder
-// is held for a moment at the end rather than for the whole utterance.
+// start opens an utterance, decoded as it comes on a decoder from the
+// pool if one is spare, else kept in held and decoded whole when it ends.
+// An utterance decoded as it comes is kept too, up to wholeMax: one that
+// lasts wholeMin or more (a sentence, not a short sound whose words a
+// barge-in waits on) is decoded again, whole, when it ends, and that is
+// its final. Decoded whole, it has its own cepstral mean rather than one
+// carried over from earlier audio or another call (or, in a fresh
+// decoder, the model's initial one, far from a telephone line's): on a
+// fresh stream, booking sentences by four espeak-ng voices at 8 kHz came
+// out at 53% word accuracy decoded as they came, 84% decoded whole.
 func (st *decoderState) start() error {
 	st.open, st.fed, st.sinceHyp, st.partial, st.triedLive = true, 0, 0, "", false
 	st.held = st.held[:0]
-	if st.d == nil && st.every > 0 {
+	if st.d == nil {
 		d, err := st.pool.takeStreaming()
 		if err != nil {
 			return err
@@ -429,8 +431,13 @@ func (st *decoderState) feed(s *Stream, x []int16) error {
 					return err
 				}
 			}
-		} else if err := st.d.process(x[:n]); err != nil {
-			return err
+		} else {
+			if err := st.d.process(x[:n]); err != nil {
+				return err
+			}
+			if len(st.held) == st.fed && st.fed+n <= wholeMaxSamples {
+				st.held = append(st.held, x[:n]...)
+			}
 		}
 		x = x[n:]
 		st.fed += n
@@ -483,7 +490,13 @@ func (st *decoderState) finish(s *Stream, always bool) error {
 			// for whichever call speaks next.
 			st.pool.putStreaming(st.d)
 			st.d = nil
+			if st.fed >= wholeMinSamples && len(st.held) == st.fed {
+				if text, err = st.pool.decode(s.ctx, st.held); err != nil {
+					return err
+				}
+			}
 		}
+		st.held = st.held[:0]
 	}
 	if always || text != "" {
 		s.emit(stt.Transcript{Text: text, Final: true, Confidence: confidence(st.shapes, text)})
@@ -541,4 +554,12 @@ func (st *decoderState) keep(x []int16) {
 // limit.
 const wholeMax = 5 * time.Second
 
-var wholeMaxSamples = media.SamplesFor(rate, wholeMax)
+// wholeMin is the shortest utterance decoded as it came that is decoded
+// again whole (see start): shorter ones, pre-roll included, are the short
+// sounds a barge-in waits on the words of, whose final must not wait.
+const wholeMin = 1500 * time.Millisecond
+
+var (
+	wholeMaxSamples = media.SamplesFor(rate, wholeMax)
+	wholeMinSamples = media.SamplesFor(rate, wholeMin)
+)
