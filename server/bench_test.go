@@ -173,17 +173,7 @@ type fleetMsg struct {
 //	go test -run '^$' -bench BenchmarkConcurrentSessions -benchtime 1x ./server
 //	HOLDLINE_BENCH_SESSIONS=100 go test -run '^$' -bench ConcurrentSessions -benchtime 1x -cpuprofile cpu.out ./server
 func BenchmarkConcurrentSessions(b *testing.B) {
-	ns := benchSessions
-	if v := os.Getenv(benchSessionsEnv); v != "" {
-		ns = nil
-		for _, f := range strings.Split(v, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n <= 0 {
-				b.Fatalf("%s=%q: want session counts like 25,50,100", benchSessionsEnv, v)
-			}
-			ns = append(ns, n)
-		}
-	}
+	ns := sessionCounts(b, benchSessions)
 	window := benchWindow
 	if v := os.Getenv(benchWindowEnv); v != "" {
 		d, err := time.ParseDuration(v)
@@ -229,6 +219,23 @@ type benchRun struct {
 	nice           int
 	opusComplexity int // -1: the transport's default
 	client         string
+}
+
+// sessionCounts is HOLDLINE_BENCH_SESSIONS ("100" or "25,50"), or def.
+func sessionCounts(b *testing.B, def []int) []int {
+	v := os.Getenv(benchSessionsEnv)
+	if v == "" {
+		return def
+	}
+	var ns []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			b.Fatalf("%s=%q: want session counts like 25,50,100", benchSessionsEnv, v)
+		}
+		ns = append(ns, n)
+	}
+	return ns
 }
 
 func benchSessionsOnce(b *testing.B, n int, run benchRun) {

@@ -101,17 +101,7 @@ func BenchmarkLocalEngines(b *testing.B) {
 	if err != nil {
 		b.Skipf("espeak-ng is not installed: %v", err)
 	}
-	ns := []int{20}
-	if v := os.Getenv(benchSessionsEnv); v != "" {
-		ns = nil
-		for _, f := range strings.Split(v, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n <= 0 {
-				b.Fatalf("%s=%q: want session counts like 10,20", benchSessionsEnv, v)
-			}
-			ns = append(ns, n)
-		}
-	}
+	ns := sessionCounts(b, []int{20})
 	window := 30 * time.Second
 	if v := os.Getenv(benchWindowEnv); v != "" {
 		if window, err = time.ParseDuration(v); err != nil || window < 10*time.Second {
