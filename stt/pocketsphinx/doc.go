@@ -48,7 +48,9 @@
 // Sessions whose voice activity detector never calls StartOfSpeech still
 // work: until the first StartOfSpeech, an utterance opens at the first
 // Write and at the first Write after each EndOfSpeech, and pocketsphinx's
-// own silence removal keeps the pauses out of the search.
+// own silence removal keeps the pauses out of the search. The first
+// StartOfSpeech drops the utterance the first Write opened (on a call, the
+// line through the greeting, echo and all) and opens one at its pre-roll.
 //
 // # Accuracy
 //

@@ -258,17 +258,6 @@ func TestPreRoll(t *testing.T) {
 			}
 		}
 	}
-	// Audio before the first StartOfSpeech is an utterance of its own
-	// (see TestWithoutStartOfSpeech): start and end one, empty, first.
-	if err := s.(*Stream).StartOfSpeech(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.EndOfSpeech(); err != nil {
-		t.Fatal(err)
-	}
-	if tr, err := s.Recv(); err != nil || tr.Text != "" || !tr.Final {
-		t.Fatalf("empty utterance: %+v, %v", tr, err)
-	}
 	write(audio[:at])
 	if err := s.(*Stream).StartOfSpeech(); err != nil {
 		t.Fatal(err)
@@ -280,6 +269,41 @@ func TestPreRoll(t *testing.T) {
 	tr, err := s.Recv()
 	if want := "do you have a table for four at eight"; err != nil || tr.Text != want {
 		t.Errorf("got %+v, %v; want %q", tr, err, want)
+	}
+}
+
+// TestFirstStartOfSpeechDropsWhatCameBefore: on a call, the audio before
+// the caller first speaks is the line during the greeting, its echo
+// included. The first StartOfSpeech reopens the utterance the first Write
+// opened, at the pre-roll, so none of that becomes the caller's words, and
+// the sentence is decoded whole like every later one.
+func TestFirstStartOfSpeechDropsWhatCameBefore(t *testing.T) {
+	r := newRecognizer(t, WithPhrases(booking.Phrases...))
+	for _, rate := range []int{media.Rate16k, media.Rate8k} {
+		s, err := r.Stream(context.Background(), rate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		echo, err := speech(t, callerVoice, rate, "Goodbye.")
+		if err != nil {
+			t.Fatal(err)
+		}
+		said, err := speech(t, callerVoice, rate, "Book a table for two at seven.")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := media.SamplesFor(rate, 20*time.Millisecond)
+		before := append(echo, silence(rate, 2*time.Second)...)
+		for j := 0; j < len(before); j += n {
+			if err := s.Write(media.Frame{Samples: before[j:min(j+n, len(before))], SampleRate: rate}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := recognise(s, rate, append(said, silence(rate, padding)...))
+		s.Close()
+		if want := "book a table for two at seven"; err != nil || got != want {
+			t.Errorf("%d Hz: got %q, %v; want %q", rate, got, err, want)
+		}
 	}
 }
 

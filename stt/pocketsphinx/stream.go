@@ -25,7 +25,8 @@ import (
 // transcript, empty if nothing was recognised. A session whose voice
 // activity detector never calls StartOfSpeech still works: until the first
 // StartOfSpeech, an utterance opens at the first Write and at the first
-// Write after each EndOfSpeech.
+// Write after each EndOfSpeech. The first StartOfSpeech drops the utterance
+// open then and opens a new one at its pre-roll.
 type Stream struct {
 	ctx  context.Context
 	rate int
@@ -319,10 +320,17 @@ func (s *Stream) handle(ev event) error {
 	st := s.dec
 	switch ev.kind {
 	case evStart:
+		implicit := !st.explicit
 		st.explicit = true
 		if st.open {
-			// Opened at the first Write: carry on, nothing is lost.
-			return nil
+			if !implicit {
+				return nil
+			}
+			// Opened at the first Write, before anything said where
+			// speech starts: on a call that is the whole greeting's line
+			// noise and echo, seconds of it, too long to decode again
+			// whole. Reopen at the pre-roll, like every later utterance.
+			st.abandon()
 		}
 		if err := st.start(); err != nil {
 			return err
@@ -347,6 +355,9 @@ func (s *Stream) handle(ev event) error {
 	var err error
 	switch {
 	case st.open:
+		if !st.explicit {
+			st.keep(x) // the pre-roll, should StartOfSpeech reopen it
+		}
 		err = st.feed(s, x)
 	case !st.explicit && st.armed:
 		st.armed = false
@@ -504,21 +515,31 @@ func (st *decoderState) finish(s *Stream, always bool) error {
 	return nil
 }
 
-// release gives the decoder back at the end of the stream, ending an
-// utterance left open (its words are dropped).
-func (st *decoderState) release() {
-	st.held = nil
+// abandon ends the open utterance without a final: its words are dropped.
+func (st *decoderState) abandon() {
+	st.open = false
+	st.held = st.held[:0]
 	if st.d == nil {
 		return
 	}
-	if st.open {
-		st.open = false
-		if _, err := st.d.end(); err != nil {
-			st.d.free()
-		}
+	if _, err := st.d.end(); err != nil {
+		st.d.free() // in an unknown state: not for the pool
 	}
 	st.pool.putStreaming(st.d)
 	st.d = nil
+}
+
+// release gives the decoder back at the end of the stream, ending an
+// utterance left open (its words are dropped).
+func (st *decoderState) release() {
+	if st.open {
+		st.abandon()
+	}
+	st.held = nil
+	if st.d != nil {
+		st.pool.putStreaming(st.d)
+		st.d = nil
+	}
 }
 
 // addNoise adds the noise floor to x, in place (x is the stream's own copy).
