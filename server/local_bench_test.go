@@ -159,8 +159,9 @@ func localEnginesOnce(b *testing.B, n int, window time.Duration, rounds int, cli
 	ch := cheap.Stats()
 	var ms0 goruntime.MemStats
 	goruntime.ReadMemStats(&ms0)
-	b.Logf("start: %s; Go runtime holds %d KiB from the OS (heap in use %d KiB); C heap %d KiB in use, %d KiB free, %d KiB mapped apart",
-		rssParts(), (ms0.Sys-ms0.HeapReleased)/1024, ms0.HeapInuse/1024, ch.InUse/1024, ch.Free/1024, ch.Mapped/1024)
+	b.Logf("start: %s; Go runtime holds %d KiB from the OS (heap in use %d KiB, idle unreleased %d KiB, stacks %d KiB, GC metadata %d KiB, spans %d KiB, other %d KiB); C heap %d KiB in use, %d KiB free, %d KiB mapped apart",
+		rssParts(), (ms0.Sys-ms0.HeapReleased)/1024, ms0.HeapInuse/1024, (ms0.HeapIdle-ms0.HeapReleased)/1024, ms0.StackSys/1024, ms0.GCSys/1024, ms0.MSpanSys/1024, ms0.OtherSys/1024,
+		ch.InUse/1024, ch.Free/1024, ch.Mapped/1024)
 
 	var (
 		liveMax           int64
@@ -224,8 +225,9 @@ func localEnginesOnce(b *testing.B, n int, window time.Duration, rounds int, cli
 		goruntime.ReadMemStats(&ms)
 		inUse, idle := rec.Decoders()
 		ch := cheap.Stats()
-		b.Logf("round %d after: %s; Go runtime holds %d KiB from the OS (heap in use %d KiB); C heap %d KiB in use, %d KiB free, %d KiB mapped apart; decoders %d in use, %d idle",
-			r+1, rssParts(), (ms.Sys-ms.HeapReleased)/1024, ms.HeapInuse/1024, ch.InUse/1024, ch.Free/1024, ch.Mapped/1024, inUse, idle)
+		b.Logf("round %d after: %s; Go runtime holds %d KiB from the OS (heap in use %d KiB, idle unreleased %d KiB, stacks %d KiB, GC metadata %d KiB, spans %d KiB, other %d KiB); C heap %d KiB in use, %d KiB free, %d KiB mapped apart; decoders %d in use, %d idle",
+			r+1, rssParts(), (ms.Sys-ms.HeapReleased)/1024, ms.HeapInuse/1024, (ms.HeapIdle-ms.HeapReleased)/1024, ms.StackSys/1024, ms.GCSys/1024, ms.MSpanSys/1024, ms.OtherSys/1024,
+			ch.InUse/1024, ch.Free/1024, ch.Mapped/1024, inUse, idle)
 		b.Logf("round %d: %d calls; VmRSS %d KiB at the start, %d KiB live, %d KiB after", r+1, up, rss0, liveMax, rssAfter)
 	}
 	m := scrape(b, hs.URL)
