@@ -2,24 +2,20 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net/http"
 	goruntime "runtime"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
+	"github.com/holdline/holdline/calls"
 	"github.com/holdline/holdline/handoff"
+	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/store"
 	"github.com/holdline/holdline/webrtc"
@@ -28,9 +24,9 @@ import (
 // Defaults. Every wait and every table has a bound.
 const (
 	DefaultResumeTTL      = 2 * time.Minute
-	DefaultMaxSessions    = 200
+	DefaultMaxSessions    = calls.DefaultMaxCalls
 	DefaultConnectTimeout = 30 * time.Second
-	DefaultEventHistory   = 4096
+	DefaultEventHistory   = calls.DefaultEventHistory
 	// maxOfferBytes bounds an SDP offer; real ones are a few kilobytes.
 	maxOfferBytes = 64 << 10
 	// goneMemory is how long an ended session's token still answers 410
@@ -48,27 +44,37 @@ const (
 // AgentFunc makes the agent for a new session, with a function that
 // releases what it holds (provider connections, decoders) once the session
 // has ended.
-type AgentFunc func(ctx context.Context) (agent *runtime.Agent, release func(), err error)
+type AgentFunc = calls.AgentFunc
 
 type config struct {
 	token          string
 	resumeTTL      time.Duration
-	maxSessions    int
-	maxSet         bool    // WithMaxSessions was given
-	callCost       float64 // share of a core a call takes; 0: not known
 	connectTimeout time.Duration
-	history        int
 	transport      *webrtc.Transport
 	log            *slog.Logger
-	sessionOpts    []runtime.Option
 	agentName      string
 	echoCancel     bool
-	store          store.Store // checkpoints, journal and resume tokens shared with other workers; nil: none
-	worker         string
-	keys           []handoff.Key
+	// host runs the calls (WithHost); without it the server makes one
+	// from hostOpts, and closes it.
+	host     *calls.Host
+	hostOpts []calls.Option
 	// separateMetrics: /metrics is served by MetricsHandler elsewhere,
 	// not by the main handler.
 	separateMetrics bool
+}
+
+// WithHost runs the server's calls on h, a host other transports share
+// (serve --sip): the HTTP API then reaches every call on h, and the
+// caller closes h after the server. The host's own settings
+// (WithMaxSessions, WithCallCost, WithStore, WithSessionOptions) are then
+// h's, not the server's.
+func WithHost(h *calls.Host) Option {
+	return func(c *config) error { c.host = h; return nil }
+}
+
+// hostOption passes o to the host the server makes.
+func hostOption(o calls.Option) Option {
+	return func(c *config) error { c.hostOpts = append(c.hostOpts, o); return nil }
 }
 
 // Option configures a Server.
@@ -100,56 +106,24 @@ func WithConnectTimeout(d time.Duration) Option {
 	return positive("connect timeout", d, func(c *config) { c.connectTimeout = d })
 }
 
-// WithMaxSessions caps concurrent sessions (default DefaultMaxSessions);
-// beyond it new sessions get 503.
-func WithMaxSessions(n int) Option {
-	return func(c *config) error {
-		if n <= 0 {
-			return fmt.Errorf("server: max sessions %d", n)
-		}
-		c.maxSessions, c.maxSet = n, true
-		return nil
-	}
-}
+// WithMaxSessions caps concurrent sessions (calls.WithMaxCalls; default
+// DefaultMaxSessions); beyond it new sessions get 503.
+func WithMaxSessions(n int) Option { return hostOption(calls.WithMaxCalls(n)) }
 
-// LocalCallCost is the share of one CPU core a call takes on the local
-// engines (pocketsphinx with the agent's grammar, espeak-ng's voice, the
-// session and its WebRTC connection), for WithCallCost. Measured with
-// BenchmarkLocalEngines on the 2-core development machine, callers
-// speaking a phrase every 5.5 s or so: 70 calls dropped 0 to 4 turns of
-// some 250, 80 calls 33 to 48 of some 280 (the recogniser fell behind),
-// so a call is counted as a thirty-fifth of a core, and the admission
-// default (80% of that) dropped none.
-const LocalCallCost = 1.0 / 35
-
-// admissionShare is the share of the machine's cores the admission
-// default fills, leaving room for bursts (everyone speaking at once) and
-// for the rest of the machine.
-const admissionShare = 0.8
+// LocalCallCost is calls.LocalCallCost, for WithCallCost.
+const LocalCallCost = calls.LocalCallCost
 
 // WithCallCost tells the server what a call costs the CPU with the
-// engines in use, as a share of one core (LocalCallCost for the local
-// engines). Unless WithMaxSessions sets the cap, it becomes the calls
-// that fit in 80% of the cores (GOMAXPROCS): past that the engines would
-// fall behind and callers lose turns, so new sessions get 503 with
-// Retry-After instead. 0, the default, leaves DefaultMaxSessions.
-func WithCallCost(coreShare float64) Option {
-	return func(c *config) error {
-		if coreShare < 0 || coreShare > 16 || math.IsNaN(coreShare) {
-			return fmt.Errorf("server: call cost %v of a core", coreShare)
-		}
-		c.callCost = coreShare
-		return nil
-	}
-}
+// engines in use (calls.WithCallCost): unless WithMaxSessions sets the
+// cap, new sessions past what the cores can serve get 503 with
+// Retry-After.
+func WithCallCost(coreShare float64) Option { return hostOption(calls.WithCallCost(coreShare)) }
 
-// AdmissionDefault is the sessions a server admits at once for calls that
-// each take coreShare of one CPU core (see WithCallCost), on cores cores.
-func AdmissionDefault(coreShare float64, cores int) int {
-	if coreShare <= 0 {
-		return DefaultMaxSessions
-	}
-	return min(DefaultMaxSessions, max(1, int(admissionShare*float64(cores)/coreShare)))
+// WithStore makes sessions outlive this worker (calls.WithStore): a
+// caller whose worker died reconnects with its resume token to any worker
+// sharing st, which takes the session over from its last checkpoint.
+func WithStore(st store.Store, worker string, keys ...handoff.Key) Option {
+	return hostOption(calls.WithStore(st, worker, keys...))
 }
 
 // WithTransport sets the WebRTC transport (default webrtc.NewTransport()).
@@ -165,7 +139,7 @@ func WithLogger(l *slog.Logger) Option {
 // WithSessionOptions adds options to every session (endpointing, a
 // journal, input settings).
 func WithSessionOptions(opts ...runtime.Option) Option {
-	return func(c *config) error { c.sessionOpts = append(c.sessionOpts, opts...); return nil }
+	return hostOption(calls.WithSessionOptions(opts...))
 }
 
 // WithAgentName sets the name the web client shows.
@@ -190,25 +164,16 @@ func positive(what string, d time.Duration, set func(*config)) Option {
 	}
 }
 
-// Server is the HTTP handler. Close it to end every session.
+// Server is the HTTP handler. Close it to end its sessions.
 type Server struct {
-	cfg      config
-	newAgent AgentFunc
-	mux      *http.ServeMux
-	metrics  *metrics
-
-	ctx    context.Context // ends every call
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	cfg     config
+	host    *calls.Host
+	ownHost bool // made by New: Close closes it
+	mux     *http.ServeMux
 
 	mu     sync.Mutex
-	calls  map[string]*call
 	tokens map[string]*call
 	gone   map[string]time.Time // tokens of ended sessions
-	closed bool
-	// missedEnded and lateEnded count the missed and late output frames
-	// of ended sessions.
-	missedEnded, lateEnded, unheardEnded uint64
 }
 
 // New returns a Server whose sessions run agents made by newAgent.
@@ -218,9 +183,7 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 	}
 	cfg := config{
 		resumeTTL:      DefaultResumeTTL,
-		maxSessions:    DefaultMaxSessions,
 		connectTimeout: DefaultConnectTimeout,
-		history:        DefaultEventHistory,
 		log:            slog.Default(),
 		agentName:      "agent",
 	}
@@ -229,8 +192,17 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 			return nil, err
 		}
 	}
-	if !cfg.maxSet && cfg.callCost > 0 {
-		cfg.maxSessions = AdmissionDefault(cfg.callCost, goruntime.GOMAXPROCS(0))
+	host, own := cfg.host, false
+	switch {
+	case host != nil && len(cfg.hostOpts) > 0:
+		return nil, errors.New("server: with WithHost, give the limits, store and session options to calls.New")
+	case host == nil:
+		var err error
+		host, err = calls.New(newAgent, append([]calls.Option{calls.WithLogger(cfg.log)}, cfg.hostOpts...)...)
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		own = true
 	}
 	if cfg.transport == nil {
 		t, err := webrtc.NewTransport(webrtc.WithLogger(cfg.log))
@@ -240,36 +212,21 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 		cfg.transport = t
 	}
 	s := &Server{
-		cfg:      cfg,
-		newAgent: newAgent,
-		mux:      http.NewServeMux(),
-		metrics:  newMetrics(),
-		calls:    map[string]*call{},
-		tokens:   map[string]*call{},
-		gone:     map[string]time.Time{},
+		cfg:     cfg,
+		host:    host,
+		ownHost: own,
+		mux:     http.NewServeMux(),
+		tokens:  map[string]*call{},
+		gone:    map[string]time.Time{},
 	}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
+	host.AddTransport(kind)
 	s.mux.HandleFunc("POST /v1/sessions", s.authorized(headerOnly, s.createSession))
+	s.mux.HandleFunc("GET /v1/sessions", s.authorized(headerOnly, s.listSessions))
 	s.mux.HandleFunc("DELETE /v1/sessions/{id}", s.authorized(headerOnly, s.deleteSession))
 	s.mux.HandleFunc("GET /v1/sessions/{id}/events", s.authorized(headerOrQuery, s.streamEvents))
 	s.mux.HandleFunc("POST /v1/sessions/{id}/input", s.authorized(headerOnly, s.postInput))
 	s.mux.HandleFunc("GET /v1/sessions/{id}/context", s.authorized(headerOnly, s.getContext))
 	s.mux.HandleFunc("GET /v1/config", s.serveConfig)
-	s.metrics.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name:        "holdline_output_frames_missed_total",
-		Help:        "Output frame periods that went without a frame because a session ran late (an overloaded machine), by transport.",
-		ConstLabels: prometheus.Labels{"transport": "webrtc"},
-	}, func() float64 { return float64(s.MissedFrames()) }))
-	s.metrics.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name:        "holdline_output_frames_late_total",
-		Help:        "Output frames sent a frame period or more behind their slot, caught up rather than lost (a busy machine), by transport.",
-		ConstLabels: prometheus.Labels{"transport": "webrtc"},
-	}, func() float64 { return float64(s.LateFrames()) }))
-	s.metrics.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name:        "holdline_input_frames_unheard_total",
-		Help:        "Caller audio frames the recogniser refused because it fell behind or failed: words lost, by transport.",
-		ConstLabels: prometheus.Labels{"transport": "webrtc"},
-	}, func() float64 { return float64(s.sumFrames(&s.unheardEnded, (*runtime.Session).UnheardFrames)) }))
 	if cfg.separateMetrics {
 		s.mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 			s.fail(w, http.StatusNotFound, "metrics are served on their own listener (serve --metrics ADDR), not here")
@@ -289,89 +246,54 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 // token: for a listener of its own on a private address (see
 // WithSeparateMetrics). The main handler's /metrics asks for the token
 // when one is set.
-func (s *Server) MetricsHandler() http.Handler {
-	return promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
-}
+func (s *Server) MetricsHandler() http.Handler { return s.host.MetricsHandler() }
+
+// Host is the host the server's calls run on.
+func (s *Server) Host() *calls.Host { return s.host }
 
 // ServeHTTP serves the routes listed in the package documentation.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-// Close ends every session and waits for them to wind down.
+// Close ends the server's sessions and, when New made the host, closes
+// it: with a store, their checkpoints stay for another worker to take
+// them over. A shared host (WithHost) is the caller's to close.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	s.closed = true
-	calls := make([]*call, 0, len(s.calls))
-	for _, c := range s.calls {
-		calls = append(calls, c)
+	if s.ownHost {
+		return s.host.Close()
 	}
-	s.mu.Unlock()
-	s.cancel()
-	for _, c := range calls {
-		c.end("server closed")
+	for _, info := range s.host.List() {
+		if info.Transport == kind {
+			if c := s.host.Lookup(info.ID); c != nil {
+				c.End("server closed")
+			}
+		}
 	}
-	s.wg.Wait()
 	return nil
 }
 
-// spawn runs fn on a goroutine Close waits for or, once the server has
-// closed, right here. Peers call back on their own goroutines, even after
-// Close, and a WaitGroup must not grow while it is being waited on; after
-// Close everything fn waits for is ended or cancelled, so it returns at
-// once.
-func (s *Server) spawn(fn func()) {
-	s.mu.Lock()
-	closed := s.closed
-	if !closed {
-		s.wg.Go(fn)
-	}
-	s.mu.Unlock()
-	if closed {
-		fn()
-	}
-}
+// kind is the transport's name in the host's metrics and snapshots.
+const kind = "webrtc"
 
 // MissedFrames returns how many output frame periods went without a frame,
 // over every session this server has run: 0 unless the machine is
 // overloaded.
-func (s *Server) MissedFrames() uint64 {
-	return s.sumFrames(&s.missedEnded, (*runtime.Session).MissedFrames)
-}
+func (s *Server) MissedFrames() uint64 { return s.host.MissedFrames(kind) }
 
 // LateFrames returns how many output frames went out a period or more
 // behind their slot (caught up, not lost), over every session.
-func (s *Server) LateFrames() uint64 {
-	return s.sumFrames(&s.lateEnded, (*runtime.Session).LateFrames)
-}
+func (s *Server) LateFrames() uint64 { return s.host.LateFrames(kind) }
 
-// sumFrames adds a counter of the live sessions to its total for the ended
-// ones (guarded by s.mu).
-func (s *Server) sumFrames(ended *uint64, of func(*runtime.Session) uint64) uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := *ended
-	for _, c := range s.calls {
-		if c.token != "" { // prepared: c.sess was set before the token
-			n += of(c.sess)
-		}
-	}
-	return n
-}
+// MaxSessions returns how many sessions the host admits at once, over
+// every transport: WithMaxSessions, else the admission default for the
+// call cost (WithCallCost), else DefaultMaxSessions.
+func (s *Server) MaxSessions() int { return s.host.MaxCalls() }
 
-// MaxSessions returns how many sessions the server admits at once:
-// WithMaxSessions, else the admission default for the call cost
-// (WithCallCost), else DefaultMaxSessions.
-func (s *Server) MaxSessions() int { return s.cfg.maxSessions }
-
-// Sessions returns how many sessions are in progress.
-func (s *Server) Sessions() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.calls)
-}
+// Sessions returns how many sessions are in progress on the host.
+func (s *Server) Sessions() int { return s.host.Len() }
 
 // fail answers a refused request with a reason a developer can act on.
 func (s *Server) fail(w http.ResponseWriter, status int, reason string) {
-	s.metrics.rejected.WithLabelValues(fmt.Sprint(status)).Inc()
+	s.host.Rejected(status)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
@@ -386,18 +308,6 @@ func (s *Server) serveConfig(w http.ResponseWriter, _ *http.Request) {
 		"max_text_bytes": MaxTextBytes,
 		"resume_ttl_ms":  s.cfg.resumeTTL.Milliseconds(),
 	})
-}
-
-func newToken() string {
-	b := make([]byte, 24)
-	rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func newID() string {
-	b := make([]byte, 12)
-	rand.Read(b)
-	return "s_" + base64.RawURLEncoding.EncodeToString(b)
 }
 
 // createSession answers an offer: a new session, or with a resume token
@@ -426,62 +336,100 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) start(w http.ResponseWriter, r *http.Request, offer string) {
-	s.mu.Lock()
 	switch {
-	case s.closed:
-		s.mu.Unlock()
+	case s.host.Closed():
 		s.fail(w, http.StatusServiceUnavailable, "the server is shutting down")
 		return
-	case len(s.calls) >= s.cfg.maxSessions:
-		s.mu.Unlock()
-		w.Header().Set("Retry-After", "5")
-		why := fmt.Sprintf("the server is full (%d sessions)", s.cfg.maxSessions)
-		if !s.cfg.maxSet && s.cfg.callCost > 0 {
-			why = fmt.Sprintf("the server is full: %d sessions, as many as its engines can serve on %d cores without losing callers' words", s.cfg.maxSessions, goruntime.GOMAXPROCS(0))
-		}
-		s.fail(w, http.StatusServiceUnavailable, why+"; try again later")
+	case s.host.Len() >= s.host.MaxCalls():
+		// Refused before the offer is answered; Start refuses a race.
+		s.full(w, calls.ErrFull)
 		return
 	}
-	c := newCall(s, newID())
-	s.calls[c.id] = c // holds the place against the limit while it starts
-	s.mu.Unlock()
-	s.answerNew(w, r, c, offer, false)
+	s.answerNew(w, r, offer, nil)
 }
 
-// answerNew answers offer with a new connection for c, a call not yet
-// prepared: a new session, or one taken over from the store (resumed).
-func (s *Server) answerNew(w http.ResponseWriter, r *http.Request, c *call, offer string, resumed bool) {
+// full answers a request the host has no room for.
+func (s *Server) full(w http.ResponseWriter, err error) {
+	w.Header().Set("Retry-After", "5")
+	why := fmt.Sprintf("the server is full (%d sessions)", s.host.MaxCalls())
+	if s.host.Derived() {
+		why = fmt.Sprintf("the server is full: %d sessions, as many as its engines can serve on %d cores without losing callers' words", s.host.MaxCalls(), goruntime.GOMAXPROCS(0))
+	}
+	s.fail(w, http.StatusServiceUnavailable, why+"; try again later")
+}
+
+// recovery is how WebRTC calls are kept: a dropped connection is waited
+// for up to the resume TTL, and the lease is short, so that a session
+// whose worker died is free soon even for a worker that has no token to
+// take it over with.
+func (s *Server) recovery() calls.Recovery {
+	return calls.Recovery{
+		LeaseTTL:       min(handoff.DefaultLeaseTTL, max(s.cfg.resumeTTL/4, time.Second)),
+		ResumeTTL:      s.cfg.resumeTTL,
+		ConnectTimeout: s.cfg.connectTimeout,
+	}
+}
+
+// answerNew answers offer with a new connection for a new call: a new
+// session, or one taken over from the store (resumed).
+func (s *Server) answerNew(w http.ResponseWriter, r *http.Request, offer string, resumed *handoff.Snapshot) {
+	c := &call{s: s}
 	h, ref := c.handler()
 	peer, err := s.cfg.transport.Answer(r.Context(), offer, h)
 	if err != nil {
-		s.forget(c, "")
 		s.answerError(w, err)
 		return
 	}
-	if err := c.prepare(r.Context()); err != nil {
+	spec := calls.Spec{
+		Kind: kind,
+		// 24 kHz: no voice we have speaks above it (OpenAI's is 24 kHz,
+		// espeak-ng's 22.05), and Opus codes it as it is; 48 kHz would
+		// carry nothing more at twice the player's memory and more
+		// encoder time.
+		OutputRate: media.Rate24k,
+		// The browser cancels its own echo unless told to use ours.
+		Input:    runtime.InputConfig{Rate: media.Rate16k, NoEchoCancellation: !s.cfg.echoCancel, EchoFree: !s.cfg.echoCancel},
+		Recovery: s.recovery(),
+		Resumed:  resumed,
+	}
+	if resumed != nil {
+		spec.Origin = calls.Reconnected
+	}
+	hc, err := s.host.Start(r.Context(), spec, c)
+	if err != nil {
 		peer.Close()
-		s.forget(c, "")
-		s.cfg.log.Error("session not started", "session", c.id, "err", err)
-		s.fail(w, http.StatusInternalServerError, "the agent could not be started: "+err.Error())
+		switch {
+		case errors.Is(err, calls.ErrFull):
+			s.full(w, err)
+		case errors.Is(err, calls.ErrClosed):
+			s.fail(w, http.StatusServiceUnavailable, "the server is shutting down")
+		case errors.Is(err, calls.ErrRunning):
+			s.fail(w, http.StatusConflict, "the session is already running here")
+		default:
+			s.cfg.log.Error("session not started", "err", err)
+			s.fail(w, http.StatusInternalServerError, "the agent could not be started: "+err.Error())
+		}
 		return
 	}
-	tok := newToken()
+	c.hc = hc
+	tok := calls.NewToken()
 	s.mu.Lock()
 	c.token = tok
 	s.tokens[tok] = c
 	s.mu.Unlock()
-	c.publishToken(tok)
+	hc.KeepAlias(r.Context(), tok, s.tokenTTL())
 	c.attach(peer, ref)
-	s.metrics.sessionsTotal.Inc()
-	s.metrics.sessionsActive.Inc()
-	if resumed {
-		s.metrics.resumesTotal.Inc()
-		s.cfg.log.Info("session taken over from the store", "session", c.id)
+	if resumed != nil {
+		s.cfg.log.Info("session taken over from the store", "session", hc.ID())
 	} else {
-		s.cfg.log.Info("session created", "session", c.id)
+		s.cfg.log.Info("session created", "session", hc.ID())
 	}
-	s.answered(w, c, tok, peer.Answer(), resumed)
+	s.answered(w, hc.ID(), tok, peer.Answer(), resumed != nil)
 }
+
+// tokenTTL is how long a resume token leads to its session in the store
+// unrenewed: the resume TTL, and the lease's, past the worker's death.
+func (s *Server) tokenTTL() time.Duration { return s.cfg.resumeTTL + s.recovery().LeaseTTL }
 
 func (s *Server) resume(w http.ResponseWriter, r *http.Request, tok, offer string) {
 	s.mu.Lock()
@@ -493,10 +441,7 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, tok, offer strin
 		s.fail(w, http.StatusGone, "the session this token resumed has ended")
 		return
 	case !ok:
-		if s.takeOver(w, r, tok, offer) {
-			return
-		}
-		s.fail(w, http.StatusNotFound, "no session has this resume token (it may have been used already: tokens rotate with every connection)")
+		s.takeOver(w, r, tok, offer)
 		return
 	}
 	h, ref := c.handler()
@@ -505,7 +450,7 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, tok, offer strin
 		s.answerError(w, err)
 		return
 	}
-	next := newToken()
+	next := calls.NewToken()
 	s.mu.Lock()
 	if s.tokens[tok] != c { // ended, or resumed by a racing request
 		s.mu.Unlock()
@@ -517,12 +462,31 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, tok, offer strin
 	s.tokens[next] = c
 	c.token = next
 	s.mu.Unlock()
-	c.retireToken(tok)
-	c.publishToken(next)
+	c.hc.DropAlias(tok)
+	c.hc.KeepAlias(r.Context(), next, s.tokenTTL())
 	c.attach(peer, ref)
-	s.metrics.resumesTotal.Inc()
-	s.cfg.log.Info("session resumed", "session", c.id)
-	s.answered(w, c, next, peer.Answer(), true)
+	c.hc.Resumed()
+	s.cfg.log.Info("session resumed", "session", c.hc.ID())
+	s.answered(w, c.hc.ID(), next, peer.Answer(), true)
+}
+
+// takeOver answers a resume token this worker does not know: if the store
+// has it, the session moves here from its last checkpoint.
+func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, tok, offer string) {
+	snap, err := s.host.Resume(r.Context(), tok)
+	switch {
+	case errors.Is(err, calls.ErrUnknownToken):
+		s.fail(w, http.StatusNotFound, "no session has this resume token (it may have been used already: tokens rotate with every connection)")
+		return
+	case errors.Is(err, calls.ErrCheckpoint):
+		s.cfg.log.Error("session not taken over", "err", err)
+		s.fail(w, http.StatusGone, err.Error())
+		return
+	case err != nil:
+		s.fail(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	s.answerNew(w, r, offer, snap)
 }
 
 func (s *Server) answerError(w http.ResponseWriter, err error) {
@@ -534,10 +498,10 @@ func (s *Server) answerError(w http.ResponseWriter, err error) {
 	s.fail(w, http.StatusInternalServerError, err.Error())
 }
 
-func (s *Server) answered(w http.ResponseWriter, c *call, tok, answer string, resumed bool) {
+func (s *Server) answered(w http.ResponseWriter, id, tok, answer string, resumed bool) {
 	h := w.Header()
 	h.Set("Content-Type", "application/sdp")
-	h.Set("Location", "/v1/sessions/"+c.id)
+	h.Set("Location", "/v1/sessions/"+id)
 	h.Set(HeaderResumeToken, tok)
 	h.Set(HeaderResumed, fmt.Sprint(resumed))
 	h.Set("Cache-Control", "no-store")
@@ -545,19 +509,13 @@ func (s *Server) answered(w http.ResponseWriter, c *call, tok, answer string, re
 	io.WriteString(w, answer)
 }
 
-// forget removes an ended call; its token then answers 410 for a while.
-func (s *Server) forget(c *call, tok string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.calls[c.id]; ok && c.token != "" {
-		s.missedEnded += c.sess.MissedFrames()
-		s.lateEnded += c.sess.LateFrames()
-		s.unheardEnded += c.sess.UnheardFrames()
-	}
-	delete(s.calls, c.id)
+// forget retires an ended call's token: it answers 410 for a while.
+func (s *Server) forget(tok string) {
 	if tok == "" {
 		return
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	delete(s.tokens, tok)
 	now := time.Now()
 	if len(s.gone) >= goneMax {
@@ -570,15 +528,21 @@ func (s *Server) forget(c *call, tok string) {
 	s.gone[tok] = now
 }
 
-func (s *Server) lookup(w http.ResponseWriter, r *http.Request) *call {
+// lookup finds the call of the request's session id, whatever its
+// transport, or answers 404.
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request) *calls.Call {
 	id := r.PathValue("id")
-	s.mu.Lock()
-	c := s.calls[id]
-	s.mu.Unlock()
+	c := s.host.Lookup(id)
 	if c == nil {
 		s.fail(w, http.StatusNotFound, fmt.Sprintf("no session %q", id))
 	}
 	return c
+}
+
+// listSessions answers the live calls on this worker, of every transport.
+func (s *Server) listSessions(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"sessions": s.host.List()})
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
@@ -586,7 +550,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
 	if c == nil {
 		return
 	}
-	c.end("ended by the client")
+	c.End("ended by the client")
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -599,16 +563,13 @@ func (s *Server) getContext(w http.ResponseWriter, r *http.Request) {
 	if c == nil {
 		return
 	}
-	c.mu.Lock()
-	running := c.running
-	c.mu.Unlock()
-	if !running {
+	if !c.Running() {
 		s.fail(w, http.StatusConflict, "the session has not started: no connection yet")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
-	cc, err := c.sess.ChatContext(ctx)
+	cc, err := c.Session().ChatContext(ctx)
 	if err != nil {
 		s.fail(w, http.StatusConflict, "the session did not answer: "+err.Error())
 		return
@@ -651,7 +612,7 @@ func (s *Server) postInput(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, status, err.Error())
 		return
 	}
-	if err := c.inject(r.Context(), *in.Text); err != nil {
+	if err := c.Inject(r.Context(), *in.Text); err != nil {
 		s.fail(w, http.StatusConflict, err.Error())
 		return
 	}

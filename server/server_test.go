@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdline/holdline/calls"
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/examples/booking"
 	"github.com/holdline/holdline/internal/rtctest"
@@ -470,7 +471,7 @@ func TestMetricsCountTurnsToolsAndLatency(t *testing.T) {
 	resp.Body.Close()
 	m := string(b)
 	for _, want := range []string{
-		`holdline_sessions_active 1`,
+		`holdline_sessions_active{transport="webrtc"} 1`,
 		`holdline_tool_outcomes_total{state="succeeded",tool="book_table"} 1`,
 		`holdline_response_latency_seconds_count`,
 		`holdline_tool_duration_seconds_count{tool="book_table"} 1`,
@@ -491,10 +492,10 @@ func TestMetricsCountTurnsToolsAndLatency(t *testing.T) {
 // share, the server admits one, and refuses the next with 503, a
 // Retry-After and a reason; an explicit cap overrides the default.
 func TestServerFullOfCallsItsEnginesCannotServeRefusesMore(t *testing.T) {
-	if got := server.AdmissionDefault(server.LocalCallCost, 2); got != 56 {
+	if got := calls.AdmissionDefault(calls.LocalCallCost, 2); got != 56 {
 		t.Errorf("local engines on 2 cores admit %d calls; want 56 (80%% of 2 cores at a thirty-fifth of a core each)", got)
 	}
-	if got := server.AdmissionDefault(0, 2); got != server.DefaultMaxSessions {
+	if got := calls.AdmissionDefault(0, 2); got != server.DefaultMaxSessions {
 		t.Errorf("no call cost: %d; want DefaultMaxSessions", got)
 	}
 	hs, _, srv := newServer(t, server.WithCallCost(16))

@@ -47,7 +47,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
 	for {
-		evs, wake, closed := c.log.after(seq)
+		evs, wake, closed := c.Events(seq)
 		for _, e := range evs {
 			b, err := json.Marshal(e)
 			if err != nil {

@@ -1,4 +1,4 @@
-package server
+package calls
 
 import (
 	"testing"
@@ -14,8 +14,8 @@ import (
 // turn lost to a recogniser that fell behind counts in
 // holdline_stt_turns_dropped_total, and other recogniser errors do not.
 func TestDroppedTurnsAreCountedApartFromOtherRecogniserErrors(t *testing.T) {
-	m := newMetrics()
-	o := m.observer()
+	m := newMetrics(&Host{})
+	o := m.observer("webrtc")
 	o.observe(events.Event{Kind: events.ProviderError, Provider: "stt", Reason: runtime.TurnDropped})
 	o.observe(events.Event{Kind: events.ProviderError, Provider: "stt", Error: "socket closed"})
 	o.observe(events.Event{Kind: events.ProviderError, Provider: "tts", Reason: runtime.TurnDropped})

@@ -1,4 +1,4 @@
-package server
+package calls
 
 import (
 	"time"
@@ -9,15 +9,16 @@ import (
 	"github.com/holdline/holdline/runtime"
 )
 
-// metrics are the server's Prometheus collectors, on a registry of its own
-// so that two servers in one process (tests, a worker pool) don't collide.
+// metrics are the host's Prometheus collectors, on a registry of its own
+// so that two hosts in one process (tests, a worker pool) don't collide.
+// What counts calls is labelled by transport.
 type metrics struct {
 	reg *prometheus.Registry
 
-	sessionsActive  prometheus.Gauge
-	sessionsTotal   prometheus.Counter
-	resumesTotal    prometheus.Counter
-	connectionsLost prometheus.Counter
+	sessionsActive  *prometheus.GaugeVec
+	sessionsTotal   *prometheus.CounterVec
+	resumesTotal    *prometheus.CounterVec
+	connectionsLost *prometheus.CounterVec
 	turnsTotal      prometheus.Counter
 	bargeIns        *prometheus.CounterVec
 	toolOutcomes    *prometheus.CounterVec
@@ -30,21 +31,22 @@ type metrics struct {
 	rejected        *prometheus.CounterVec
 }
 
-func newMetrics() *metrics {
+func newMetrics(h *Host) *metrics {
+	byTransport := []string{"transport"}
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
-		sessionsActive: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "holdline_sessions_active", Help: "Sessions in progress, connected or waiting to be resumed.",
-		}),
-		sessionsTotal: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "holdline_sessions_total", Help: "Sessions started.",
-		}),
-		resumesTotal: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "holdline_resumes_total", Help: "Sessions resumed on a new connection.",
-		}),
-		connectionsLost: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "holdline_connections_lost_total", Help: "Connections lost while their session went on.",
-		}),
+		sessionsActive: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "holdline_sessions_active", Help: "Calls in progress, connected or waiting to be resumed, by transport.",
+		}, byTransport),
+		sessionsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "holdline_sessions_total", Help: "Calls started, by transport.",
+		}, byTransport),
+		resumesTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "holdline_resumes_total", Help: "Calls that picked up an earlier conversation (reconnected, put through, redialled) or came back on a new connection, by transport.",
+		}, byTransport),
+		connectionsLost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "holdline_connections_lost_total", Help: "Connections lost while their call went on, by transport.",
+		}, byTransport),
 		turnsTotal: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "holdline_turns_total", Help: "Agent turns started.",
 		}),
@@ -85,8 +87,51 @@ func newMetrics() *metrics {
 	}
 	m.reg.MustRegister(m.sessionsActive, m.sessionsTotal, m.resumesTotal, m.connectionsLost, m.turnsTotal,
 		m.bargeIns, m.toolOutcomes, m.providerErrors, m.sttTurnsDropped, m.echoPaths, m.echoGain, m.responseLatency, m.toolDuration, m.rejected,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
+		frameCollector{h})
 	return m
+}
+
+// started counts a call that started (resumed: it picks up an earlier
+// conversation).
+func (m *metrics) started(kind string, resumed bool) {
+	m.sessionsTotal.WithLabelValues(kind).Inc()
+	m.sessionsActive.WithLabelValues(kind).Inc()
+	if resumed {
+		m.resumesTotal.WithLabelValues(kind).Inc()
+	}
+}
+
+// Resumed counts a call that came back on a new connection of its
+// transport (a reloaded page with its resume token).
+func (c *Call) Resumed() { c.h.metrics.resumesTotal.WithLabelValues(c.kind).Inc() }
+
+// frameCollector reports the output and input frame counters of every
+// call, live and ended, by transport.
+type frameCollector struct{ h *Host }
+
+var (
+	missedDesc = prometheus.NewDesc("holdline_output_frames_missed_total",
+		"Output frame periods that went without a frame because a session ran late (an overloaded machine), by transport.", []string{"transport"}, nil)
+	lateDesc = prometheus.NewDesc("holdline_output_frames_late_total",
+		"Output frames sent a frame period or more behind their slot, caught up rather than lost (a busy machine), by transport.", []string{"transport"}, nil)
+	unheardDesc = prometheus.NewDesc("holdline_input_frames_unheard_total",
+		"Caller audio frames the recogniser refused because it fell behind or failed: words lost, by transport.", []string{"transport"}, nil)
+)
+
+func (f frameCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- missedDesc
+	ch <- lateDesc
+	ch <- unheardDesc
+}
+
+func (f frameCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, k := range f.h.kinds() {
+		t := f.h.frames(k)
+		ch <- prometheus.MustNewConstMetric(missedDesc, prometheus.CounterValue, float64(t.missed), k)
+		ch <- prometheus.MustNewConstMetric(lateDesc, prometheus.CounterValue, float64(t.late), k)
+		ch <- prometheus.MustNewConstMetric(unheardDesc, prometheus.CounterValue, float64(t.unheard), k)
+	}
 }
 
 // observer turns one session's events into metrics. It lives on the
@@ -99,7 +144,7 @@ type observer struct {
 	toolStart map[string]time.Duration
 }
 
-func (m *metrics) observer() *observer {
+func (m *metrics) observer(kind string) *observer {
 	return &observer{m: m, toolStart: map[string]time.Duration{}}
 }
 
