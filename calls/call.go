@@ -212,7 +212,6 @@ func (h *Host) Start(ctx context.Context, spec Spec, line Line) (*Call, error) {
 	return c, nil
 }
 
-
 // prepare makes the agent and the session.
 func (c *Call) prepare(ctx context.Context, spec Spec) error {
 	agent, release, err := c.h.newAgent(ctx)
@@ -444,6 +443,11 @@ func (c *Call) End(reason string) {
 	c.mu.Unlock()
 	c.finish(reason, how)
 }
+
+// Release ends the call on this worker only: its checkpoint stays, for
+// another worker to take it over (the worker is going away, not the
+// call).
+func (c *Call) Release(reason string) { c.finish(reason, endRelease) }
 
 // Transferred marks the call as handed to another worker (a transfer with
 // a handoff token): when it ends, its checkpoint stays for that worker.

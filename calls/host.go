@@ -170,12 +170,12 @@ type Host struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex
-	calls   map[string]*Call
+	mu       sync.Mutex
+	calls    map[string]*Call
 	picking  map[string]struct{} // sessions being picked up (PickUp)
 	starting map[string]bool     // calls whose sessions are being made, holding their places
-	closed  bool
-	ended   map[string]*frameTotals // frame counters of ended calls, by kind
+	closed   bool
+	ended    map[string]*frameTotals // frame counters of ended calls, by kind
 }
 
 // New returns a Host whose calls run agents made by newAgent.

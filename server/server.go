@@ -254,9 +254,9 @@ func (s *Server) Host() *calls.Host { return s.host }
 // ServeHTTP serves the routes listed in the package documentation.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-// Close ends the server's sessions and, when New made the host, closes
-// it: with a store, their checkpoints stay for another worker to take
-// them over. A shared host (WithHost) is the caller's to close.
+// Close releases the server's sessions (with a store, their checkpoints
+// stay for another worker to take them over) and, when New made the host,
+// closes it. A shared host (WithHost) is the caller's to close.
 func (s *Server) Close() error {
 	if s.ownHost {
 		return s.host.Close()
@@ -264,7 +264,7 @@ func (s *Server) Close() error {
 	for _, info := range s.host.List() {
 		if info.Transport == kind {
 			if c := s.host.Lookup(info.ID); c != nil {
-				c.End("server closed")
+				c.Release("server closed")
 			}
 		}
 	}

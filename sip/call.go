@@ -2,18 +2,16 @@ package sip
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 
 	sipmsg "github.com/emiago/sipgo/sip"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/holdline/holdline/calls"
 	"github.com/holdline/holdline/handoff"
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/runtime"
@@ -36,18 +34,16 @@ type dialog interface {
 	TransactionRequest(ctx context.Context, req *sipmsg.Request) (sipmsg.ClientTransaction, error)
 }
 
-// call is one answered or placed INVITE: its dialog, its RTP leg and its
-// session.
+// call is one answered or placed INVITE: its dialog and its RTP leg, the
+// SIP side of a call the host (package calls) runs.
 type call struct {
-	s       *Server
-	id      string // Call-ID
-	dlg     dialog
-	leg     *leg
-	sess    *runtime.Session
-	release func()
-	ctxp    atomic.Pointer[context.Context] // the call's, set by serve before media flows
-	hangUp  context.CancelCauseFunc
-	target  sipmsg.Uri // the other side's Contact: where in-dialog requests go
+	s      *Server
+	id     string // Call-ID
+	dlg    dialog
+	leg    *leg
+	hc     *calls.Call // the hosted call: session, checkpoints, events
+	hangUp context.CancelCauseFunc
+	target sipmsg.Uri // the other side's Contact: where in-dialog requests go
 
 	mu        sync.Mutex // guards the answer's state
 	codec     Codec
@@ -56,35 +52,28 @@ type call struct {
 	sessionID uint64
 	version   uint64
 	notify    chan int // a transfer's NOTIFY status codes, while one is under way
+	hungUp    chan struct{}
 
-	// With a store (WithStore): the session's checkpointer, and the
-	// snapshot of a handed-over call's session.
-	cp      *handoff.Checkpointer
-	resumed *handoff.Snapshot
-	// session is the session's id; redialled says the call picks up one
-	// its caller was cut off from (rather than one put through to it);
 	// line is the caller's line (lineKey), kept leading to the session
 	// for a redial, "" if not.
-	session   string
-	redialled bool
-	line      string
+	line string
 }
+
+// recovery is how phone calls are kept: no connection to wait for (a cut
+// call is picked up by the caller redialling, a new call), and a short
+// lease, so that a redial finds a dead worker's call free soon.
+var recovery = calls.Recovery{LeaseTTL: callLeaseTTL}
+
+// kind is the transport's name in the host's metrics and snapshots.
+const kind = "sip"
 
 // newCall makes the call of a dialog whose media the other side described
 // in remote (its offer, or its answer to ours), on the RTP socket conn,
-// which it owns from then on.
-func (s *Server) newCall(id string, dlg dialog, conn *net.UDPConn, remote MediaOffer, chosen Codec, sessionID, version uint64, resumed *handoff.Snapshot) (*call, error) {
+// which it owns from then on. A call that picks up an earlier conversation
+// has resumed, and origin says how it came.
+func (s *Server) newCall(id string, dlg dialog, conn *net.UDPConn, remote MediaOffer, chosen Codec, sessionID, version uint64, resumed *handoff.Snapshot, origin calls.Origin) (*call, error) {
 	c := &call{s: s, id: id, dlg: dlg, codec: chosen, te: remote.TelephoneEvent,
-		direction: AnswerDirection(remote), sessionID: sessionID, version: version, resumed: resumed}
-	c.ctxp.Store(&s.ctx)
-	agent, release, err := s.newAgent(s.ctx)
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("making the agent: %w", err)
-	}
-	if release == nil {
-		release = func() {}
-	}
+		direction: AnswerDirection(remote), sessionID: sessionID, version: version, hungUp: make(chan struct{})}
 	tePT := -1
 	if c.te != nil {
 		tePT = int(c.te.PayloadType)
@@ -95,52 +84,42 @@ func (s *Server) newCall(id string, dlg dialog, conn *net.UDPConn, remote MediaO
 	if chosen.ClockRate == 8000 {
 		inputRate = media.Rate8k
 	}
+	var err error
 	c.leg, err = newLeg(conn, chosen, tePT, inputRate, s.cfg.rtpTimeout, legHandler{
 		Audio: c.audio,
 		DTMF:  c.dtmf,
 	}, s.cfg.log.With("call_id", c.id))
 	if err != nil {
-		release()
 		return nil, err
 	}
 	c.leg.symmetric = s.cfg.symmetric
 	c.leg.pacer = s.pacer
 	c.leg.setRemote(netip.AddrPortFrom(remote.Addr, uint16(remote.Port)), c.direction)
-	sid := newSessionID()
-	if resumed != nil {
-		sid = resumed.State.SessionID
+	spec := calls.Spec{
+		Kind:       kind,
+		Input:      runtime.InputConfig{Rate: inputRate},
+		OutputRate: c.leg.Rate(),
+		Resumed:    resumed,
+		Origin:     origin,
+		Recovery:   recovery,
+		// Tools find the call under the session's context (Transfer).
+		Context: context.WithValue(s.ctx, callKey{}, c),
 	}
-	c.session = sid
-	opts := []runtime.Option{
-		runtime.WithID(sid),
-		runtime.WithOutput(c.leg, c.leg.Rate()),
-		// RTP flows continuously on a phone leg: gateways expect it, and
-		// the echo canceller's reference is exactly what went out.
-		runtime.WithContinuousOutput(),
-		runtime.WithInput(runtime.InputConfig{Rate: inputRate}),
-		runtime.WithLogger(s.cfg.log.With("call_id", c.id)),
-	}
-	opts, err = c.checkpointed(append(opts, s.cfg.sessionOpts...), sid)
+	c.hc, err = s.host.Start(s.ctx, spec, c)
 	if err != nil {
 		c.leg.conn.Close()
-		release()
 		return nil, err
 	}
-	c.sess, err = runtime.New(agent, opts...)
-	if err != nil {
-		c.leg.conn.Close()
-		release()
-		return nil, err
-	}
-	c.release = release
+	s.cfg.log.Info("call started", "call_id", c.id, "session", c.hc.ID(), "origin", origin)
 	return c, nil
 }
 
-func newSessionID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return "sip_" + hex.EncodeToString(b[:])
-}
+// WriteFrame sends the agent's audio down the RTP leg.
+func (c *call) WriteFrame(f media.Frame) error { return c.leg.WriteFrame(f) }
+
+// Hangup: the host ended the call (the agent ended it, another worker took
+// it over, the worker is closing, DELETE over HTTP); serve sends the BYE.
+func (c *call) Hangup(string) { close(c.hungUp) }
 
 // answerSDP is the call's current answer; bump makes it a new version (a
 // re-INVITE's answer).
@@ -175,27 +154,23 @@ func (c *call) reoffer(o MediaOffer) error {
 	return nil
 }
 
-// ctx is the call's context: requests in the dialog (INFO) come on sipgo's
-// goroutines, so it is read atomically.
-func (c *call) ctx() context.Context { return *c.ctxp.Load() }
-
 func (c *call) audio(f media.Frame) {
-	_ = c.sess.PushAudio(c.ctx(), f)
+	_ = c.hc.PushAudio(c.hc.Context(), f)
 }
 
 func (c *call) dtmf(d rune) {
-	ctx, cancel := context.WithTimeout(c.ctx(), pushTimeout)
+	ctx, cancel := context.WithTimeout(c.hc.Context(), pushTimeout)
 	defer cancel()
-	if err := c.sess.PushDTMF(ctx, d); err != nil {
+	if err := c.hc.Session().PushDTMF(ctx, d); err != nil {
 		c.s.cfg.log.Warn("DTMF lost", "call_id", c.id, "digit", string(d), "err", err)
 	}
 }
 
-// serve runs the call until the other side hangs up, the agent ends the
-// session, RTP stops, or ctx ends; then it hangs up if the other side did
-// not. answer, if not nil, answers the INVITE first.
+// serve runs the call until the other side hangs up, the host ends it
+// (the agent ended the session, another worker took it over), RTP stops,
+// or ctx ends; then it hangs up if the other side did not. answer, if not
+// nil, answers the INVITE first.
 func (c *call) serve(ctx context.Context, answer func() error) {
-	defer c.release()
 	if answer != nil {
 		if err := answer(); err != nil {
 			if errors.Is(err, sipmsg.ErrTransactionCanceled) {
@@ -203,53 +178,27 @@ func (c *call) serve(ctx context.Context, answer func() error) {
 			} else {
 				c.s.cfg.log.Warn("answering failed", "call_id", c.id, "err", err)
 			}
-			c.leg.conn.Close()
+			c.close("not answered")
 			return
 		}
 	}
-	// Tools find the call under the session's context (Transfer).
-	ctx = context.WithValue(ctx, callKey{}, c)
 	ctx, hangUp := context.WithCancelCause(ctx)
 	defer hangUp(nil)
 	c.hangUp = hangUp
+	// Media flows: the session runs, and a call that picks up an earlier
+	// conversation has the agent speak first, from where it was.
+	c.hc.Connected()
+	if c.line != "" {
+		c.hc.KeepAlias(ctx, c.line, c.s.cfg.redial)
+	}
 	g, gctx := errgroup.WithContext(ctx)
-	c.ctxp.Store(&gctx)
 	// Each returns an error when it ends on its own, so that the first to
 	// end ends the others.
-	g.Go(func() error {
-		if err := c.sess.Run(gctx); err != nil && gctx.Err() == nil {
-			return err
-		}
-		return errSessionEnded
-	})
 	g.Go(func() error { return c.leg.run(gctx) })
-	if c.cp != nil {
-		g.Go(func() error {
-			if err := c.cp.Run(gctx); errors.Is(err, handoff.ErrLeaseLost) {
-				return err // another worker has the session: hang up
-			}
-			return nil
-		})
-	}
-	if c.cp != nil && c.line != "" {
-		g.Go(func() error { c.keepLine(gctx); return nil })
-	}
-	if c.resumed != nil {
-		// Handed over, or redialled: the agent speaks first, from where
-		// it was.
-		instructions := resumeInstructions
-		if c.redialled {
-			instructions = redialInstructions
-		}
-		g.Go(func() error {
-			rctx, cancel := context.WithTimeout(gctx, pushTimeout)
-			defer cancel()
-			_ = c.sess.GenerateReply(rctx, instructions)
-			return nil
-		})
-	}
 	g.Go(func() error {
 		select {
+		case <-c.hungUp:
+			return errSessionEnded
 		case <-c.dlg.Context().Done():
 			return errCallerHungUp
 		case <-gctx.Done():
@@ -260,18 +209,27 @@ func (c *call) serve(ctx context.Context, answer func() error) {
 	if cause := context.Cause(ctx); errors.Is(cause, errTransferred) {
 		err = cause
 	}
-	defer c.finishCheckpoints(errors.Is(err, errTransferred))
+	reason := "hung up"
 	switch {
 	case errors.Is(err, errTransferred):
 		c.s.cfg.log.Info("call handed over: hanging up", "call_id", c.id)
+		c.hc.Transferred()
+		reason = "transferred"
 	case errors.Is(err, errCallerHungUp):
 		c.s.cfg.log.Info("call ended by the caller", "call_id", c.id)
-		return
+		reason = "the caller hung up"
 	case errors.Is(err, ErrRTPTimeout):
 		c.s.cfg.log.Warn("call hung up: no RTP from the caller", "call_id", c.id, "timeout", c.s.cfg.rtpTimeout)
+		reason = "no RTP from the caller"
 	case errors.Is(err, errSessionEnded), errors.Is(err, context.Canceled):
 	case err != nil:
 		c.s.cfg.log.Error("call failed", "call_id", c.id, "err", err)
+		reason = "call failed: " + err.Error()
+	}
+	c.hc.End(reason)
+	<-c.hc.Done()
+	if errors.Is(err, errCallerHungUp) {
+		return
 	}
 	bctx, cancel := context.WithTimeout(context.Background(), byeTimeout)
 	defer cancel()
@@ -280,8 +238,8 @@ func (c *call) serve(ctx context.Context, answer func() error) {
 	}
 }
 
-// close frees a call that never ran.
-func (c *call) close() {
+// close ends a call that never ran, and frees its RTP socket.
+func (c *call) close(reason string) {
+	c.hc.End(reason)
 	c.leg.conn.Close()
-	c.release()
 }

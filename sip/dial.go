@@ -10,6 +10,8 @@ import (
 
 	"github.com/emiago/sipgo"
 	sipmsg "github.com/emiago/sipgo/sip"
+
+	"github.com/holdline/holdline/calls"
 )
 
 // ErrNotServing: Call needs the Server to be serving (ServeUDP), since the
@@ -87,7 +89,7 @@ func (s *Server) Call(ctx context.Context, target string) error {
 	if err := dlg.Ack(ctx); err != nil {
 		return bye(fmt.Errorf("%w: ACK: %v", ErrCallFailed, err))
 	}
-	c, err := s.newCall(dlg.InviteRequest.CallID().Value(), dlg, conn, answer, chosen, sid, 1, nil)
+	c, err := s.newCall(dlg.InviteRequest.CallID().Value(), dlg, conn, answer, chosen, sid, 1, nil, calls.Fresh)
 	if err != nil {
 		return bye(err)
 	}
@@ -97,7 +99,7 @@ func (s *Server) Call(ctx context.Context, target string) error {
 		c.target = uri
 	}
 	if !s.add(c) {
-		c.close()
+		c.close("the server closed")
 		return bye(errors.New("sip: server closed"))
 	}
 	s.wg.Add(1)

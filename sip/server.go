@@ -15,16 +15,15 @@ import (
 	"github.com/emiago/sipgo"
 	sipmsg "github.com/emiago/sipgo/sip"
 
-	"github.com/holdline/holdline/handoff"
+	"github.com/holdline/holdline/calls"
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/media/dtmf"
 	"github.com/holdline/holdline/runtime"
-	"github.com/holdline/holdline/store"
 )
 
 // AgentFunc makes the agent for a new call, and a function that frees what
 // it holds once the call is over (may be nil).
-type AgentFunc func(ctx context.Context) (agent *runtime.Agent, release func(), err error)
+type AgentFunc = calls.AgentFunc
 
 // Defaults of a Server.
 const (
@@ -33,7 +32,7 @@ const (
 	DefaultRTPTimeout = 30 * time.Second
 	// DefaultMaxCalls is how many calls a Server takes at once; more get
 	// 486 Busy Here.
-	DefaultMaxCalls = 200
+	DefaultMaxCalls = calls.DefaultMaxCalls
 	// byeTimeout bounds the BYE Holdline sends when it hangs up.
 	byeTimeout = 5 * time.Second
 	// pushTimeout bounds a handoff into the session from the media path.
@@ -44,16 +43,28 @@ type config struct {
 	log         *slog.Logger
 	allow       []netip.Prefix
 	rtpTimeout  time.Duration
-	maxCalls    int
 	mediaAddr   netip.Addr
-	sessionOpts []runtime.Option
 	symmetric   bool
 	realtime    bool
 	auth        *digestAuth
-	store       store.Store // checkpoints shared with other workers (WithStore); nil: none
-	worker      string
-	keys        []handoff.Key
 	redial      time.Duration // WithRedialWindow
+	// host runs the calls (WithHost); without it the server makes one
+	// from hostOpts, and closes it.
+	host     *calls.Host
+	hostOpts []calls.Option
+}
+
+// WithHost runs the server's calls on h, a host other transports share
+// (serve's HTTP API then reaches phone calls too), and the caller closes h
+// after the server. The host's own settings (WithMaxCalls, WithStore,
+// WithSessionOptions) are then h's.
+func WithHost(h *calls.Host) Option {
+	return func(c *config) error { c.host = h; return nil }
+}
+
+// hostOption passes o to the host the server makes.
+func hostOption(o calls.Option) Option {
+	return func(c *config) error { c.hostOpts = append(c.hostOpts, o); return nil }
 }
 
 // Option configures a Server.
@@ -80,16 +91,9 @@ func WithRTPTimeout(d time.Duration) Option {
 	}
 }
 
-// WithMaxCalls sets how many calls run at once (default DefaultMaxCalls).
-func WithMaxCalls(n int) Option {
-	return func(c *config) error {
-		if n <= 0 {
-			return fmt.Errorf("sip: max calls %d", n)
-		}
-		c.maxCalls = n
-		return nil
-	}
-}
+// WithMaxCalls sets how many calls run at once (calls.WithMaxCalls;
+// default DefaultMaxCalls); more get 486 Busy Here.
+func WithMaxCalls(n int) Option { return hostOption(calls.WithMaxCalls(n)) }
 
 // WithMediaAddr sets the address RTP is received on and announced in SDP
 // (default: the address SIP listens on, or 127.0.0.1 when that is a
@@ -112,14 +116,15 @@ func WithRealtimePacing() Option { return func(c *config) error { c.realtime = t
 
 // WithSessionOptions adds options to every call's runtime.Session.
 func WithSessionOptions(opts ...runtime.Option) Option {
-	return func(c *config) error { c.sessionOpts = append(c.sessionOpts, opts...); return nil }
+	return hostOption(calls.WithSessionOptions(opts...))
 }
 
 // Server answers SIP calls with an agent: each INVITE with an acceptable
 // offer gets a session of its own, with Holdline's RTP leg as its line.
 type Server struct {
-	cfg      config
-	newAgent AgentFunc
+	cfg     config
+	host    *calls.Host
+	ownHost bool // made by New: Close closes it
 
 	ua     *sipgo.UserAgent
 	srv    *sipgo.Server
@@ -134,8 +139,7 @@ type Server struct {
 	serving chan struct{}            // closed once Serve has set the above
 	once    sync.Once
 	contact sipmsg.ContactHeader
-	calls   map[string]*call    // by Call-ID
-	picking map[string]struct{} // sessions redialled calls are picking up (pickUp)
+	calls   map[string]*call // by Call-ID
 	closed  bool
 	pacer   *pacer // every call's RTP goes out on its schedule
 	wg      sync.WaitGroup
@@ -143,12 +147,27 @@ type Server struct {
 
 // New returns a Server that runs newAgent's agent on every call.
 func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
-	cfg := config{log: slog.Default(), rtpTimeout: DefaultRTPTimeout, maxCalls: DefaultMaxCalls, redial: DefaultRedialWindow}
+	if newAgent == nil {
+		return nil, errors.New("sip: New needs an AgentFunc")
+	}
+	cfg := config{log: slog.Default(), rtpTimeout: DefaultRTPTimeout, redial: DefaultRedialWindow}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
 	}
+	host, own := cfg.host, false
+	switch {
+	case host != nil && len(cfg.hostOpts) > 0:
+		return nil, errors.New("sip: with WithHost, give the limits, store and session options to calls.New")
+	case host == nil:
+		var err error
+		if host, err = calls.New(newAgent, append([]calls.Option{calls.WithLogger(cfg.log)}, cfg.hostOpts...)...); err != nil {
+			return nil, fmt.Errorf("sip: %w", err)
+		}
+		own = true
+	}
+	host.AddTransport(kind)
 	ua, err := sipgo.NewUA(sipgo.WithUserAgent("Holdline"))
 	if err != nil {
 		return nil, fmt.Errorf("sip: %w", err)
@@ -168,7 +187,7 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 		ua.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, newAgent: newAgent, ua: ua, srv: srv, client: client, calls: map[string]*call{}, picking: map[string]struct{}{}, serving: make(chan struct{}), pacer: p}
+	s := &Server{cfg: cfg, host: host, ownHost: own, ua: ua, srv: srv, client: client, calls: map[string]*call{}, serving: make(chan struct{}), pacer: p}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	srv.OnInvite(s.onInvite)
 	srv.OnAck(s.onAck)
@@ -269,8 +288,14 @@ func (s *Server) Close() error {
 	s.cancel()
 	s.wg.Wait()
 	s.pacer.free()
+	if s.ownHost {
+		_ = s.host.Close()
+	}
 	return s.ua.Close()
 }
+
+// Host is the host the server's calls run on.
+func (s *Server) Host() *calls.Host { return s.host }
 
 // contactURI is the server's own SIP URI.
 func (s *Server) contactURI() string {
@@ -354,7 +379,7 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 		}
 	}
 	s.mu.Lock()
-	busy, closed, dialogs := len(s.calls) >= s.cfg.maxCalls, s.closed, s.dialogs
+	busy, closed, dialogs := s.host.Len() >= s.host.MaxCalls(), s.closed, s.dialogs
 	s.mu.Unlock()
 	switch {
 	case closed:
@@ -397,28 +422,37 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 		return
 	}
 	line, _ := lineKey(req)
-	resumed, redialled := s.takeOver(req), false
+	resumed, origin := s.takeOver(req), calls.PutThrough
 	if resumed == nil {
 		var unclaim func()
-		resumed, unclaim = s.pickUp(req, line)
+		resumed, unclaim = s.pickUp(line)
 		defer unclaim()
-		redialled = resumed != nil
+		origin = calls.Redialled
 	}
-	c, err := s.newCall(callID(req), dlg, conn, offer, chosen, mrand.Uint64()>>1, 1, resumed)
-	if err != nil {
+	if resumed == nil {
+		origin = calls.Fresh
+	}
+	c, err := s.newCall(callID(req), dlg, conn, offer, chosen, mrand.Uint64()>>1, 1, resumed, origin)
+	switch {
+	case errors.Is(err, calls.ErrFull):
+		_ = dlg.Respond(486, "Busy Here", nil)
+		return
+	case errors.Is(err, calls.ErrClosed):
+		_ = dlg.Respond(503, "Service Unavailable", nil)
+		return
+	case err != nil:
 		s.cfg.log.Error("call refused", "call_id", callID(req), "err", err)
 		_ = dlg.Respond(500, "Server Internal Error", nil)
 		return
 	}
 	if !s.add(c) {
-		c.close()
+		c.close("the server closed")
 		_ = dlg.Respond(503, "Service Unavailable", nil)
 		return
 	}
 	s.wg.Add(1)
 	defer s.wg.Done()
 	defer s.remove(c)
-	c.redialled = redialled
 	if s.cfg.redial > 0 {
 		c.line = line
 	}

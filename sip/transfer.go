@@ -77,10 +77,10 @@ func Transfer(ctx context.Context, target string, opts ...TransferOption) error 
 	if err := sipmsg.ParseUri(target, &to); err != nil {
 		return fmt.Errorf("%w: target %q: %v", ErrTransferFailed, target, err)
 	}
-	if cfg.token == "" && c.cp != nil {
+	if cfg.token == "" && c.s.host.HasStore() {
 		// Transferred with a store: the target, if it is a Holdline worker
 		// sharing it, takes the conversation over from this moment.
-		tok, err := c.handoffToken(ctx)
+		tok, err := c.hc.HandoffToken(ctx)
 		if err != nil {
 			return fmt.Errorf("%w: checkpointing for the handoff: %v", ErrTransferFailed, err)
 		}

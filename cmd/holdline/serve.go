@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/holdline/holdline/calls"
 	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/server"
 	hsip "github.com/holdline/holdline/sip"
@@ -140,6 +141,15 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		prov.restaurant = office.options()
 		return def.build(prov), func() { prov.Close() }, nil
 	}
+	// One host for the browser's calls and the phone's: one registry, one
+	// cap on the engines, one set of metrics, one HTTP API.
+	hopts := []calls.Option{calls.WithLogger(logger)}
+	switch {
+	case *maxSessions > 0:
+		hopts = append(hopts, calls.WithMaxCalls(*maxSessions))
+	default:
+		hopts = append(hopts, calls.WithCallCost(probe.callCost()))
+	}
 	opts := []server.Option{
 		server.WithAgentName(*name),
 		server.WithTransport(transport),
@@ -149,12 +159,6 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if token != "" {
 		opts = append(opts, server.WithToken(token))
-	}
-	switch {
-	case *maxSessions > 0:
-		opts = append(opts, server.WithMaxSessions(*maxSessions))
-	default:
-		opts = append(opts, server.WithCallCost(probe.callCost()))
 	}
 	if *metricsAddr != "" {
 		opts = append(opts, server.WithSeparateMetrics())
@@ -168,9 +172,16 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if st != nil {
 		defer st.Close()
-		opts = append(opts, server.WithStore(st, *worker, key))
+		hopts = append(hopts, calls.WithStore(st, *worker, key))
 	}
-	srv, err := server.New(newAgent, opts...)
+	host, err := calls.New(newAgent, hopts...)
+	if err != nil {
+		return err
+	}
+	// Deferred first, run last: the calls are released (their checkpoints
+	// stay for another worker) once nothing brings new ones.
+	defer host.Close()
+	srv, err := server.New(newAgent, append(opts, server.WithHost(host))...)
 	if err != nil {
 		return err
 	}
@@ -183,14 +194,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	if sipConn != nil {
-		// Phone calls run on the same engines: the same cap (each
-		// transport counts its own calls until they share one host).
-		sopts := []hsip.Option{hsip.WithMaxCalls(srv.MaxSessions())}
+		sopts := []hsip.Option{hsip.WithHost(host), hsip.WithRedialWindow(*redial)}
 		if *rtpRealtime {
 			sopts = append(sopts, hsip.WithRealtimePacing())
-		}
-		if st != nil {
-			sopts = append(sopts, hsip.WithStore(st, *worker, key), hsip.WithRedialWindow(*redial))
 		}
 		if *sipUser != "" {
 			sopts = append(sopts, hsip.WithDigestAuth("holdline", *sipUser, os.Getenv("HOLDLINE_SIP_PASSWORD")))
@@ -221,8 +227,8 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
-	// Event streams never finish on their own: ending the sessions ends them.
-	srv.Close()
+	// Event streams never finish on their own: ending the calls ends them.
+	host.Close()
 	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
