@@ -70,6 +70,16 @@ var DefaultInstructions = map[Origin]string{
 		"Pick up where it was, in a sentence; if a tool's outcome is unknown, say you are checking.",
 }
 
+// DefaultResumeTTL is how long a call whose connection dropped waits for
+// it, for transports that have no setting of their own.
+const DefaultResumeTTL = 2 * time.Minute
+
+// Resumed is a conversation a new call picks up, and how it came.
+type Resumed struct {
+	Snapshot *handoff.Snapshot
+	Origin   Origin
+}
+
 // Recovery is how a transport's calls are kept and waited for: data each
 // transport picks, the host carries out.
 type Recovery struct {

@@ -1,0 +1,91 @@
+// Package callstest has a loopback transport for package calls: the
+// smallest transport there is, for tests of agents and of the host, and
+// the example docs/ARCHITECTURE.md shows of how a transport plugs in.
+package callstest
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/holdline/holdline/calls"
+	"github.com/holdline/holdline/media"
+	"github.com/holdline/holdline/runtime"
+)
+
+// Kind is the loopback transport's name in the host's metrics and
+// snapshots.
+const Kind = "loopback"
+
+// Rate is the loopback line's sample rate, both ways.
+const Rate = media.Rate16k
+
+// Dial starts a call on h over a loopback line and connects it, as a
+// transport does once its media can flow. from, if not nil, is a snapshot
+// the call picks up (origin says how it came).
+func Dial(ctx context.Context, h *calls.Host, from *calls.Resumed) (*Call, error) {
+	c := &Call{hungUp: make(chan struct{})}
+	spec := calls.Spec{
+		Kind:       Kind,
+		Input:      runtime.InputConfig{Rate: Rate},
+		OutputRate: Rate,
+		Recovery:   calls.Recovery{ResumeTTL: calls.DefaultResumeTTL},
+	}
+	if from != nil {
+		spec.Resumed, spec.Origin = from.Snapshot, from.Origin
+	}
+	hc, err := h.Start(ctx, spec, c)
+	if err != nil {
+		return nil, err
+	}
+	c.Call = hc
+	hc.Connected()
+	return c, nil
+}
+
+// Call is a call on a loopback line: what the agent says is counted, what
+// the caller says is pushed with Say.
+type Call struct {
+	*calls.Call
+	frames atomic.Int64
+	once   sync.Once
+	hungUp chan struct{}
+	reason atomic.Value
+}
+
+// WriteFrame takes the agent's audio (calls.Line).
+func (c *Call) WriteFrame(media.Frame) error {
+	c.frames.Add(1)
+	return nil
+}
+
+// Hangup is the host ending the call (calls.Line).
+func (c *Call) Hangup(reason string) {
+	c.once.Do(func() {
+		c.reason.Store(reason)
+		close(c.hungUp)
+	})
+}
+
+// Frames returns how many frames of the agent's audio the line carried.
+func (c *Call) Frames() int64 { return c.frames.Load() }
+
+// HungUp is closed once the host ended the call.
+func (c *Call) HungUp() <-chan struct{} { return c.hungUp }
+
+// Say pushes the caller's audio in 20 ms frames.
+func (c *Call) Say(ctx context.Context, samples []int16) error {
+	n := media.SamplesFor(Rate, media.DefaultFrameDuration)
+	for i := 0; i < len(samples); i += n {
+		f := media.Frame{Samples: samples[i:min(i+n, len(samples))], SampleRate: Rate}
+		if err := c.PushAudio(ctx, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Drop is the loopback line dropping (calls.Call.Lost); Restore is it
+// coming back (calls.Call.Connected).
+func (c *Call) Drop()    { c.Lost() }
+func (c *Call) Restore() { c.Connected() }

@@ -1,0 +1,448 @@
+package calls_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/holdline/holdline/calls"
+	"github.com/holdline/holdline/calls/callstest"
+	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/handoff"
+	"github.com/holdline/holdline/internal/rtctest"
+	"github.com/holdline/holdline/llm"
+	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/scripted"
+	"github.com/holdline/holdline/server"
+	"github.com/holdline/holdline/sip"
+	"github.com/holdline/holdline/store"
+)
+
+// caller is one call placed by a transport's client.
+type caller interface {
+	// hangUp is the caller ending the call, as the transport does.
+	hangUp(t *testing.T)
+	// drop and restore lose and bring back the caller's connection; false
+	// for a transport whose calls have none to lose (a phone call that is
+	// cut is over, and picked up again by a redial).
+	drop(t *testing.T) bool
+	restore(t *testing.T) bool
+}
+
+// transport is one row of the table: how to serve a transport on a host,
+// and how its client places a call.
+type transport struct {
+	kind  string
+	serve func(t *testing.T, h *calls.Host) (dial func(t *testing.T) caller)
+}
+
+// transports are every transport the host carries. A new transport gets
+// the lifecycle checks by adding its row.
+var transports = []transport{
+	{kind: callstest.Kind, serve: serveLoopback},
+	{kind: "webrtc", serve: serveWebRTC},
+	{kind: "sip", serve: serveSIP},
+}
+
+// TestEveryTransportHasTheSameLifecycle runs the host's lifecycle checks
+// against every transport through the shared interface: a call starts and
+// is counted by transport; its events and context are read over the HTTP
+// API while it is live; a connection lost and restored is told to the
+// session; a transfer's handoff token leads another worker to the
+// session, with the transport's facts; a call the caller ends is deleted
+// from the store; a host that closes releases its calls there, for
+// another worker to take over.
+func TestEveryTransportHasTheSameLifecycle(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.kind, func(t *testing.T) {
+			st, err := store.OpenFile(filepath.Join(t.TempDir(), "store"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			h := newHost(t, st, "worker-a")
+			dial := tr.serve(t, h)
+			api := httptest.NewServer(apiOf(t, h))
+			t.Cleanup(api.Close)
+
+			// Start: the call is on the host, by transport, and counted.
+			c1 := dial(t)
+			id := waitCall(t, h, tr.kind)
+			if m := metricsText(t, h); !strings.Contains(m, fmt.Sprintf(`holdline_sessions_active{transport=%q} 1`, tr.kind)) {
+				t.Errorf("metrics do not count the call by transport:\n%s", grepLines(m, "holdline_sessions_active"))
+			}
+
+			// The HTTP API reaches it: listed with its transport, its
+			// events and its context read while it is live.
+			var list struct{ Sessions []calls.Info }
+			getJSON(t, api.URL+"/v1/sessions", &list)
+			if len(list.Sessions) != 1 || list.Sessions[0].ID != id || list.Sessions[0].Transport != tr.kind {
+				t.Errorf("GET /v1/sessions = %+v; want the one %s call %s", list.Sessions, tr.kind, id)
+			}
+			if kinds := sseKinds(t, api.URL+"/v1/sessions/"+id+"/events", events.PlayoutStarted); !kinds[events.SessionStarted] {
+				t.Errorf("event stream of %s lacks session_started: %v", id, kinds)
+			}
+			var cc llm.ChatContext
+			getJSON(t, api.URL+"/v1/sessions/"+id+"/context", &cc)
+			if len(cc.Items) == 0 {
+				t.Errorf("context of %s is empty; want the greeting", id)
+			}
+
+			// Lost and restored.
+			if c1.drop(t) {
+				waitEvent(t, h, id, events.TransportLost)
+				if h.Lookup(id).Info().Connected {
+					t.Error("connected after the connection dropped")
+				}
+				if !c1.restore(t) {
+					t.Fatal("dropped but cannot restore")
+				}
+				waitEvent(t, h, id, events.TransportRestored)
+			}
+
+			// A transfer's handoff token leads another worker to the
+			// session, sealed with the transport's facts.
+			other := newHost(t, st, "worker-b")
+			tok, err := h.Lookup(id).HandoffToken(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap, err := other.Resume(context.Background(), tok)
+			if err != nil {
+				t.Fatalf("another worker resuming the handoff token: %v", err)
+			}
+			if snap.State.SessionID != id || snap.Transport["kind"] != tr.kind {
+				t.Errorf("handoff snapshot is of %s over %q; want %s over %q", snap.State.SessionID, snap.Transport["kind"], id, tr.kind)
+			}
+
+			// The caller ends the call: it is over everywhere.
+			c1.hangUp(t)
+			waitGone(t, h, id)
+			if _, err := st.Load(context.Background(), id); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("checkpoint of an ended call: %v; want ErrNotFound", err)
+			}
+			if m := metricsText(t, h); !strings.Contains(m, fmt.Sprintf(`holdline_sessions_active{transport=%q} 0`, tr.kind)) ||
+				!strings.Contains(m, fmt.Sprintf(`holdline_sessions_total{transport=%q} 1`, tr.kind)) {
+				t.Errorf("metrics after the call ended:\n%s", grepLines(m, "holdline_sessions_"))
+			}
+
+			// The host closes (the worker goes away): its call is released
+			// in the store, for another worker to take over at once.
+			dial(t)
+			id2 := waitCall(t, h, tr.kind)
+			waitCheckpoint(t, st, id2)
+			if err := h.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.Load(context.Background(), id2); err != nil {
+				t.Errorf("checkpoint of a released call: %v", err)
+			}
+			l, err := st.Acquire(context.Background(), id2, "worker-b", time.Second)
+			if err != nil {
+				t.Errorf("another worker taking a released call's lease: %v", err)
+			} else {
+				_ = st.Release(context.Background(), l)
+			}
+		})
+	}
+}
+
+var testKey = handoff.Key{ID: "k1", Secret: []byte("a snapshot key for the calls tests")}
+
+func newHost(t *testing.T, st store.Store, worker string) *calls.Host {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	h, err := calls.New(newAgent, calls.WithStore(st, worker, testKey), calls.WithLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+// newAgent greets and answers whatever is said.
+func newAgent(context.Context) (*runtime.Agent, func(), error) {
+	voice, err := scripted.NewTTS(scripted.WithTTSRate(8000), scripted.WithWordsPerSecond(20))
+	if err != nil {
+		return nil, nil, err
+	}
+	model := scripted.NewLLMFunc(func(llm.Request) scripted.Response { return scripted.Response{Text: "Hello, how can I help?"} })
+	return &runtime.Agent{Name: "desk", Model: model, TTS: voice, STT: scripted.NewSTT(),
+		OnEnter: func(ctx context.Context, s *runtime.Session) error {
+			if s.Restored() {
+				return nil
+			}
+			return s.GenerateReply(ctx, "Greet the caller.")
+		}}, nil, nil
+}
+
+// apiOf is the HTTP API of the host's calls.
+func apiOf(t *testing.T, h *calls.Host) *server.Server {
+	srv, err := server.New(newAgent, server.WithHost(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+type loopbackCaller struct{ c *callstest.Call }
+
+func (l loopbackCaller) hangUp(*testing.T)         { l.c.End("the caller hung up") }
+func (l loopbackCaller) drop(*testing.T) bool    { l.c.Drop(); return true }
+func (l loopbackCaller) restore(*testing.T) bool { l.c.Restore(); return true }
+
+func serveLoopback(t *testing.T, h *calls.Host) func(t *testing.T) caller {
+	return func(t *testing.T) caller {
+		c, err := callstest.Dial(context.Background(), h, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return loopbackCaller{c}
+	}
+}
+
+type webrtcCaller struct {
+	base string
+	c    *rtctest.Client
+}
+
+func (w *webrtcCaller) hangUp(t *testing.T) {
+	if err := w.c.Delete(context.Background(), w.base, ""); err != nil {
+		t.Fatal(err)
+	}
+	w.c.Close()
+}
+
+func (w *webrtcCaller) drop(*testing.T) bool { w.c.Close(); return true }
+
+func (w *webrtcCaller) restore(t *testing.T) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := rtctest.Dial(ctx, w.base, rtctest.Options{ResumeToken: w.c.ResumeToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.c = c
+	t.Cleanup(func() { c.Close() })
+	return true
+}
+
+func serveWebRTC(t *testing.T, h *calls.Host) func(t *testing.T) caller {
+	srv, err := server.New(newAgent, server.WithHost(h), server.WithResumeTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		hs.Close()
+		srv.Close()
+	})
+	return func(t *testing.T) caller {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		c, err := rtctest.Dial(ctx, hs.URL, rtctest.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return &webrtcCaller{base: hs.URL, c: c}
+	}
+}
+
+type sipCaller struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the placed call returned, with err
+	err    error
+}
+
+func (s *sipCaller) hangUp(t *testing.T) {
+	s.cancel()
+	select {
+	case <-s.done:
+		if s.err != nil && !errors.Is(s.err, context.Canceled) {
+			t.Errorf("placed call: %v", s.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the caller's side did not hang up")
+	}
+}
+
+func (*sipCaller) drop(*testing.T) bool    { return false }
+func (*sipCaller) restore(*testing.T) bool { return false }
+
+func serveSIP(t *testing.T, h *calls.Host) func(t *testing.T) caller {
+	agentSide, err := sip.New(newAgent, sip.WithHost(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := listenSIP(t, agentSide)
+	// The caller is another SIP user agent: a Holdline server placing the
+	// call, with an agent of its own that only listens.
+	callerSide, err := sip.New(func(context.Context) (*runtime.Agent, func(), error) {
+		voice, err := scripted.NewTTS(scripted.WithTTSRate(8000))
+		if err != nil {
+			return nil, nil, err
+		}
+		return &runtime.Agent{Name: "caller", Model: scripted.NewLLM(), TTS: voice, STT: scripted.NewSTT()}, nil, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listenSIP(t, callerSide)
+	return func(t *testing.T) caller {
+		ctx, cancel := context.WithCancel(context.Background())
+		c := &sipCaller{cancel: cancel, done: make(chan struct{})}
+		go func() {
+			defer close(c.done)
+			c.err = callerSide.Call(ctx, "sip:agent@"+at)
+		}()
+		t.Cleanup(func() {
+			cancel()
+			<-c.done
+		})
+		return c
+	}
+}
+
+// listenSIP serves s on a UDP port of 127.0.0.1 until the test ends.
+func listenSIP(t *testing.T, s *sip.Server) string {
+	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.ServeUDP(ctx, conn) }()
+	t.Cleanup(func() {
+		s.Close()
+		cancel()
+		<-done
+	})
+	return conn.LocalAddr().String()
+}
+
+// waitCall waits for a call of kind on h that has connected, other than
+// those seen before, and returns its id.
+func waitCall(t *testing.T, h *calls.Host, kind string) string {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for _, c := range h.List() {
+			if c.Transport == kind && c.Connected {
+				return c.ID
+			}
+		}
+	}
+	t.Fatalf("no connected %s call on the host: %+v", kind, h.List())
+	return ""
+}
+
+func waitGone(t *testing.T, h *calls.Host, id string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if h.Lookup(id) == nil {
+			return
+		}
+	}
+	t.Fatalf("call %s still on the host", id)
+}
+
+func waitEvent(t *testing.T, h *calls.Host, id string, kind events.Kind) {
+	t.Helper()
+	c := h.Lookup(id)
+	if c == nil {
+		t.Fatalf("no call %s", id)
+	}
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		evs, _, _ := c.Events(0)
+		for _, e := range evs {
+			if e.Kind == kind {
+				return
+			}
+		}
+	}
+	t.Fatalf("call %s has no %s event", id, kind)
+}
+
+func waitCheckpoint(t *testing.T, st store.Store, id string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err := st.Load(context.Background(), id); err == nil {
+			return
+		}
+	}
+	t.Fatalf("no checkpoint of %s", id)
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, res.StatusCode, b)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("GET %s: %v: %s", url, err, b)
+	}
+}
+
+// sseKinds reads the event stream at url until an event of kind until (or
+// 20 s), and returns the kinds seen.
+func sseKinds(t *testing.T, url string, until events.Kind) map[events.Kind]bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d", url, res.StatusCode)
+	}
+	kinds := map[events.Kind]bool{}
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		if k, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+			kinds[events.Kind(k)] = true
+			if events.Kind(k) == until {
+				break
+			}
+		}
+	}
+	return kinds
+}
+
+func metricsText(t *testing.T, h *calls.Host) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	return rec.Body.String()
+}
+
+func grepLines(s, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
