@@ -200,7 +200,7 @@ func apiOf(t *testing.T, h *calls.Host) *server.Server {
 
 type loopbackCaller struct{ c *callstest.Call }
 
-func (l loopbackCaller) hangUp(*testing.T)         { l.c.End("the caller hung up") }
+func (l loopbackCaller) hangUp(*testing.T)       { l.c.End("the caller hung up") }
 func (l loopbackCaller) drop(*testing.T) bool    { l.c.Drop(); return true }
 func (l loopbackCaller) restore(*testing.T) bool { l.c.Restore(); return true }
 

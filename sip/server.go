@@ -40,14 +40,14 @@ const (
 )
 
 type config struct {
-	log         *slog.Logger
-	allow       []netip.Prefix
-	rtpTimeout  time.Duration
-	mediaAddr   netip.Addr
-	symmetric   bool
-	realtime    bool
-	auth        *digestAuth
-	redial      time.Duration // WithRedialWindow
+	log        *slog.Logger
+	allow      []netip.Prefix
+	rtpTimeout time.Duration
+	mediaAddr  netip.Addr
+	symmetric  bool
+	realtime   bool
+	auth       *digestAuth
+	redial     time.Duration // WithRedialWindow
 	// host runs the calls (WithHost); without it the server makes one
 	// from hostOpts, and closes it.
 	host     *calls.Host
