@@ -7,9 +7,11 @@
 //
 //	POST   /v1/sessions               SDP offer in, 201 + SDP answer out (WHIP-style);
 //	                                  Location names the session, Holdline-Resume-Token resumes it
+//	GET    /v1/sessions               the live calls on the host, of every transport
 //	DELETE /v1/sessions/{id}          end the session
 //	GET    /v1/sessions/{id}/events   Server-Sent Events of the session (Last-Event-ID honoured)
 //	POST   /v1/sessions/{id}/input    {"text": "..."}: typed input, like the data channel's
+//	GET    /v1/sessions/{id}/context  the chat context
 //	GET    /v1/config                 what the web client needs to know
 //	GET    /metrics                   Prometheus (or on a listener of its own: WithSeparateMetrics)
 //	GET    /healthz                   liveness
@@ -20,6 +22,10 @@
 // Only the event stream takes ?access_token=, as EventSource sends no
 // headers. Typed input is bounded by MaxTextBytes on HTTP and on the data
 // channel alike.
+//
+// The calls run on a calls.Host, made by New or shared with other
+// transports (WithHost): the session routes reach every call on the host,
+// a phone call answered by package sip as much as a browser's.
 //
 // A session outlives its connection. When the connection drops, the agent
 // stops speaking (what the caller heard is what was played) and the
