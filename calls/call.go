@@ -29,6 +29,16 @@ type Line interface {
 	Hangup(reason string)
 }
 
+// Transferrer is a Line that can hand its call to another party (a SIP
+// REFER): the session's runtime.Transfer reaches it through the host,
+// which adds a handoff token when it has a store. Transfer returns nil
+// once the target answered; the transport then marks the call Transferred
+// and ends it, so that its checkpoint stays for the worker the target may
+// be.
+type Transferrer interface {
+	Transfer(ctx context.Context, req runtime.TransferRequest) error
+}
+
 // Origin says how a call came to be, and so what the agent is told for
 // its first words.
 type Origin int
@@ -240,6 +250,9 @@ func (c *Call) prepare(ctx context.Context, spec Spec) error {
 		runtime.WithContinuousOutput(),
 		runtime.WithInput(spec.Input),
 		runtime.WithLogger(c.h.cfg.log.With("session", c.id, "transport", c.kind)),
+	}
+	if tl, ok := c.line.(Transferrer); ok {
+		opts = append(opts, runtime.WithTransferer(c.transferVia(tl)))
 	}
 	opts = append(append(opts, c.h.cfg.sessionOpts...), spec.Options...)
 	if c.h.cfg.store != nil {
@@ -645,6 +658,22 @@ func (c *Call) HandoffToken(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return tok, nil
+}
+
+// transferVia is the session's Transferer for a line that can transfer.
+func (c *Call) transferVia(tl Transferrer) runtime.Transferer {
+	return func(ctx context.Context, req runtime.TransferRequest) error {
+		if req.Token == "" && c.cp != nil {
+			// The target, if it is a Holdline worker sharing the store,
+			// takes the conversation over from this moment.
+			tok, err := c.HandoffToken(ctx)
+			if err != nil {
+				return fmt.Errorf("checkpointing for the handoff: %w", err)
+			}
+			req.Token = tok
+		}
+		return tl.Transfer(ctx, req)
+	}
 }
 
 // NewToken returns a new unguessable token (a resume or handoff token).

@@ -42,9 +42,8 @@ var (
 	ErrRunning = errors.New("calls: the session is already running here")
 )
 
-// AgentFunc makes the agent for a new call, with a function that releases
-// what it holds (provider connections, decoders) once the call has ended.
-type AgentFunc func(ctx context.Context) (agent *runtime.Agent, release func(), err error)
+// AgentFunc is runtime.AgentFunc.
+type AgentFunc = runtime.AgentFunc
 
 type config struct {
 	maxCalls    int

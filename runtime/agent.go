@@ -13,6 +13,12 @@ import (
 // anything.
 const DefaultApology = "Sorry, I ran into a problem on my side. Could you say that again?"
 
+// AgentFunc makes the agent for a new call, with a function that releases
+// what it holds (provider connections, decoders) once the call has ended
+// (nil if nothing). Every transport and the host take one: a fresh agent
+// per call, since an agent's providers may hold per-call state.
+type AgentFunc func(ctx context.Context) (agent *Agent, release func(), err error)
+
 // Agent is what a session runs: instructions, tools and providers.
 type Agent struct {
 	// Name identifies the agent in events and handoffs.

@@ -233,8 +233,8 @@ func (c *conductor) keepTurns(n int) {
 // sessionKey finds the session in a tool's context.
 type sessionKey struct{}
 
-// SessionFrom returns the session whose tool call ctx belongs to, for a
-// tool that hands the call over (Session.Handoff).
+// SessionFrom returns the session whose tool call or OnEnter ctx belongs
+// to, for a tool that hands the call over (Session.Handoff, Transfer).
 func SessionFrom(ctx context.Context) (*Session, bool) {
 	s, ok := ctx.Value(sessionKey{}).(*Session)
 	return s, ok

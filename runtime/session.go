@@ -46,6 +46,7 @@ type config struct {
 	continuous        bool
 	state             *State // to start from (WithState)
 	checkpoint        func(State)
+	transfer          Transferer // WithTransferer; nil: the transport cannot transfer
 }
 
 func defaultConfig() config {
@@ -326,7 +327,9 @@ func (s *Session) Run(ctx context.Context) error {
 	if s.ownAEC != nil {
 		defer s.ownAEC.Close()
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	// OnEnter and the edges run under ctx: SessionFrom finds the session
+	// there (Transfer, Handoff).
+	ctx, cancel := context.WithCancel(context.WithValue(ctx, sessionKey{}, s))
 	defer cancel()
 
 	g, gctx := errgroup.WithContext(ctx)

@@ -41,10 +41,8 @@ const (
 	HeaderResumed     = "Holdline-Session-Resumed"
 )
 
-// AgentFunc makes the agent for a new session, with a function that
-// releases what it holds (provider connections, decoders) once the session
-// has ended.
-type AgentFunc = calls.AgentFunc
+// AgentFunc is runtime.AgentFunc, the one type every transport takes.
+type AgentFunc = runtime.AgentFunc
 
 type config struct {
 	token          string

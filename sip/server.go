@@ -21,9 +21,8 @@ import (
 	"github.com/holdline/holdline/runtime"
 )
 
-// AgentFunc makes the agent for a new call, and a function that frees what
-// it holds once the call is over (may be nil).
-type AgentFunc = calls.AgentFunc
+// AgentFunc is runtime.AgentFunc, the one type every transport takes.
+type AgentFunc = runtime.AgentFunc
 
 // Defaults of a Server.
 const (

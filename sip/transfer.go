@@ -10,6 +10,8 @@ import (
 	"time"
 
 	sipmsg "github.com/emiago/sipgo/sip"
+
+	"github.com/holdline/holdline/runtime"
 )
 
 // HandoffHeader carries a handoff token with a transfer, so that a
@@ -59,32 +61,36 @@ func WithTransferTimeout(d time.Duration) TransferOption {
 }
 
 // Transfer hands the phone call that ctx's session runs on to target (a
-// SIP URI) with a blind transfer: a REFER to the other side, whose NOTIFYs
+// SIP URI) with a blind transfer (runtime.Transfer does the same without
+// knowing the transport): a REFER to the other side, whose NOTIFYs
 // report how calling the target goes. When the target answers, Holdline
 // hangs up (BYE) and the session ends; when the REFER is refused or the
 // target does not answer, Transfer returns an error wrapping
 // ErrTransferFailed and the call goes on. Tools call it with their ctx.
 func Transfer(ctx context.Context, target string, opts ...TransferOption) error {
-	c := callOf(ctx)
-	if c == nil {
+	if callOf(ctx) == nil {
 		return ErrNotACall
 	}
 	cfg := transferConfig{timeout: DefaultTransferTimeout}
 	for _, o := range opts {
 		o(&cfg)
 	}
+	err := runtime.Transfer(ctx, target, runtime.WithTransferTimeout(cfg.timeout), runtime.WithHandoffToken(cfg.token))
+	if err != nil && !errors.Is(err, ErrTransferFailed) {
+		// The host could not checkpoint for the handoff.
+		return fmt.Errorf("%w: %v", ErrTransferFailed, err)
+	}
+	return err
+}
+
+// Transfer carries out a transfer the session asks for (runtime.Transfer,
+// through the host): a blind transfer by REFER, with the handoff token in
+// the Refer-To URI and a header of its own.
+func (c *call) Transfer(ctx context.Context, r runtime.TransferRequest) error {
+	target, cfg := r.Target, transferConfig{token: r.Token, timeout: r.Timeout}
 	var to sipmsg.Uri
 	if err := sipmsg.ParseUri(target, &to); err != nil {
 		return fmt.Errorf("%w: target %q: %v", ErrTransferFailed, target, err)
-	}
-	if cfg.token == "" && c.s.host.HasStore() {
-		// Transferred with a store: the target, if it is a Holdline worker
-		// sharing it, takes the conversation over from this moment.
-		tok, err := c.hc.HandoffToken(ctx)
-		if err != nil {
-			return fmt.Errorf("%w: checkpointing for the handoff: %v", ErrTransferFailed, err)
-		}
-		cfg.token = tok
 	}
 	if strings.ContainsAny(cfg.token, "\r\n") {
 		return fmt.Errorf("%w: the handoff token has a line break", ErrTransferFailed)

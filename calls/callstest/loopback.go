@@ -51,6 +51,9 @@ type Call struct {
 	once   sync.Once
 	hungUp chan struct{}
 	reason atomic.Value
+
+	mu        sync.Mutex
+	transfers []runtime.TransferRequest
 }
 
 // WriteFrame takes the agent's audio (calls.Line).
@@ -83,6 +86,25 @@ func (c *Call) Say(ctx context.Context, samples []int16) error {
 		}
 	}
 	return nil
+}
+
+// Transfer takes a transfer the session asks for (runtime.Transfer): the
+// target "answers" at once, and the call is handed over, as a phone
+// transport does when the target answers (calls.Transferrer).
+func (c *Call) Transfer(_ context.Context, req runtime.TransferRequest) error {
+	c.mu.Lock()
+	c.transfers = append(c.transfers, req)
+	c.mu.Unlock()
+	c.Transferred()
+	c.End("transferred to " + req.Target)
+	return nil
+}
+
+// Transfers returns the transfers the session asked for.
+func (c *Call) Transfers() []runtime.TransferRequest {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]runtime.TransferRequest(nil), c.transfers...)
 }
 
 // Drop is the loopback line dropping (calls.Call.Lost); Restore is it
