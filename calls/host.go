@@ -177,7 +177,9 @@ type Host struct {
 	ended    map[string]*frameTotals // frame counters of ended calls, by kind
 }
 
-// New returns a Host whose calls run agents made by newAgent.
+// New returns a Host whose calls run agents made by newAgent. It makes one
+// agent first, and releases it, so that an agent that cannot be made
+// fails here rather than at the first call.
 func New(newAgent AgentFunc, opts ...Option) (*Host, error) {
 	if newAgent == nil {
 		return nil, errors.New("calls: New needs an AgentFunc")
@@ -199,6 +201,9 @@ func New(newAgent AgentFunc, opts ...Option) (*Host, error) {
 	if !cfg.maxSet && cfg.callCost > 0 {
 		cfg.maxCalls = AdmissionDefault(cfg.callCost, goruntime.GOMAXPROCS(0))
 	}
+	if err := checkAgent(newAgent); err != nil {
+		return nil, err
+	}
 	h := &Host{
 		cfg:      cfg,
 		newAgent: newAgent,
@@ -210,6 +215,29 @@ func New(newAgent AgentFunc, opts ...Option) (*Host, error) {
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.metrics = newMetrics(h)
 	return h, nil
+}
+
+// agentCheckTimeout bounds making the agent New checks.
+const agentCheckTimeout = 30 * time.Second
+
+// checkAgent makes one agent and releases it: an agent that cannot be made
+// (a recogniser missing a word of its phrases, a provider without its
+// key) fails New, at start-up, with the reason, rather than the first
+// call.
+func checkAgent(newAgent AgentFunc) error {
+	ctx, cancel := context.WithTimeout(context.Background(), agentCheckTimeout)
+	defer cancel()
+	agent, release, err := newAgent(ctx)
+	if err != nil {
+		return fmt.Errorf("calls: the agent cannot be made: %w", err)
+	}
+	if release != nil {
+		defer release()
+	}
+	if agent == nil || agent.Model == nil {
+		return errors.New("calls: the agent cannot be made: it has no Model")
+	}
+	return nil
 }
 
 // MaxCalls returns how many calls the host admits at once: WithMaxCalls,

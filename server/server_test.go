@@ -40,10 +40,12 @@ func (a *testAgents) newAgent(context.Context) (*runtime.Agent, func(), error) {
 	return booking.New(booking.NewRestaurant(8), booking.WithModel(booking.NewDemoModel()), booking.WithTTS(voice), booking.WithSTT(rec)), nil, nil
 }
 
+// recogniser returns the recogniser of the i-th call's agent (the host
+// makes one agent of its own first, at New).
 func (a *testAgents) recogniser(i int) *scripted.STT {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.stts[i]
+	return a.stts[i+1]
 }
 
 func newServer(t *testing.T, opts ...server.Option) (*httptest.Server, *testAgents, *server.Server) {

@@ -21,7 +21,11 @@ import (
 func TestCallerCancelsBeforeTheAnswer(t *testing.T) {
 	gate := make(chan struct{})
 	var made, released atomic.Int32
+	var serving atomic.Bool
 	newAgent := func(ctx context.Context) (*runtime.Agent, func(), error) {
+		if !serving.Load() { // the agent the host makes at New, as a check
+			return &runtime.Agent{Name: "slow", Model: scripted.NewLLM()}, nil, nil
+		}
 		made.Add(1)
 		select { // an agent that takes its time to get ready
 		case <-gate:
@@ -30,6 +34,7 @@ func TestCallerCancelsBeforeTheAnswer(t *testing.T) {
 		return &runtime.Agent{Name: "slow", Model: scripted.NewLLM()}, func() { released.Add(1) }, nil
 	}
 	srv, addr := serveAgent(t, newAgent)
+	serving.Store(true)
 	u := dialRaw(t, addr)
 	const id = "cancel-before-answer"
 	inv := invite(u.local(), id, "application/sdp", fmt.Sprintf(pcmuOffer, 40000))
