@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,6 +48,7 @@ type config struct {
 	state             *State // to start from (WithState)
 	checkpoint        func(State)
 	transfer          Transferer // WithTransferer; nil: the transport cannot transfer
+	eventSinks        []func(events.Event)
 }
 
 func defaultConfig() config {
@@ -143,6 +145,24 @@ func WithStallTimeout(d time.Duration) Option {
 	return positive("stall timeout", d, func(c *config) { c.stallTimeout = d })
 }
 
+// WithEventSink calls sink with every event of the session, from the
+// first (session_started) to the last (session_ended), in order, on a
+// goroutine of its own, so that an app's log, metrics or screen miss
+// nothing of a call, not even what comes before OnEnter. Given to a host
+// (calls.WithSessionOptions), it sees every call of every transport; the
+// events' Session field tells them apart. A sink that falls more than
+// events.DefaultBuffer events behind loses some and is told so by an
+// events_dropped event; Run returns once the sink has had the last.
+func WithEventSink(sink func(events.Event)) Option {
+	return func(c *config) error {
+		if sink == nil {
+			return errors.New("runtime: nil event sink")
+		}
+		c.eventSinks = append(c.eventSinks, sink)
+		return nil
+	}
+}
+
 // WithJournal sets the write-ahead journal of mutations (default: a
 // tools.MemoryJournal). When the session starts, the journal's unresolved
 // intents for its id are restored as calls of unknown outcome; a repeat of
@@ -194,6 +214,9 @@ type Session struct {
 	agentPlayed atomic.Bool
 	// ownAEC: the session made the echo canceller and closes it.
 	ownAEC EchoCanceller
+	// sinkSubs feed the event sinks (WithEventSink), one each, subscribed
+	// at New so that they miss nothing.
+	sinkSubs []*events.Subscription
 }
 
 // echoCanceller returns the configured canceller, or makes the default one.
@@ -286,6 +309,9 @@ func New(agent *Agent, opts ...Option) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	for range cfg.eventSinks {
+		s.sinkSubs = append(s.sinkSubs, s.bus.Subscribe(events.DefaultBuffer))
+	}
 	return s, nil
 }
 
@@ -323,6 +349,18 @@ func (s *Session) Run(ctx context.Context) error {
 		return ErrAlreadyRunning
 	}
 	defer close(s.done)
+	// The sinks see every event, session_ended last: they are waited
+	// for once the bus is closed (defers run last first).
+	var sinks sync.WaitGroup
+	defer sinks.Wait()
+	for i, sub := range s.sinkSubs {
+		sink := s.cfg.eventSinks[i]
+		sinks.Go(func() {
+			for e := range sub.C() {
+				sink(e)
+			}
+		})
+	}
 	defer s.bus.Close()
 	if s.ownAEC != nil {
 		defer s.ownAEC.Close()
