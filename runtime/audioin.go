@@ -252,6 +252,9 @@ func (a *audioInput) relay(ctx context.Context, tr stt.Transcript) {
 // now may hear it; cancelled says whether the frame went through the echo
 // canceller, whose view of the frame is then the one to use.
 func (a *audioInput) agent(cancelled bool) vad.Agent {
+	// The judge is shared with relay's goroutine: under a.mu.
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	audible := false
 	if cancelled {
 		audible = a.aec.FarActive()
