@@ -145,6 +145,10 @@ func WithStallTimeout(d time.Duration) Option {
 	return positive("stall timeout", d, func(c *config) { c.stallTimeout = d })
 }
 
+// sinkDrain bounds how long Run waits, at its end, for the event sinks to
+// take the last events.
+const sinkDrain = 2 * time.Second
+
 // WithEventSink calls sink with every event of the session, from the
 // first (session_started) to the last (session_ended), in order, on a
 // goroutine of its own, so that an app's log, metrics or screen miss
@@ -152,7 +156,8 @@ func WithStallTimeout(d time.Duration) Option {
 // (calls.WithSessionOptions), it sees every call of every transport; the
 // events' Session field tells them apart. A sink that falls more than
 // events.DefaultBuffer events behind loses some and is told so by an
-// events_dropped event; Run returns once the sink has had the last.
+// events_dropped event; Run returns once the sink has had the last, or
+// after 2 s if it has not.
 func WithEventSink(sink func(events.Event)) Option {
 	return func(c *config) error {
 		if sink == nil {
@@ -350,9 +355,25 @@ func (s *Session) Run(ctx context.Context) error {
 	}
 	defer close(s.done)
 	// The sinks see every event, session_ended last: they are waited
-	// for once the bus is closed (defers run last first).
+	// for once the bus is closed (defers run last first), but not for
+	// longer than sinkDrain, so that a sink that hangs cannot keep the
+	// call from ending.
 	var sinks sync.WaitGroup
-	defer sinks.Wait()
+	defer func() {
+		if len(s.sinkSubs) == 0 {
+			return
+		}
+		drained := make(chan struct{})
+		go func() {
+			sinks.Wait()
+			close(drained)
+		}()
+		select {
+		case <-drained:
+		case <-time.After(sinkDrain):
+			s.cfg.log.Warn("an event sink did not take the session's last events in time", "session", s.cfg.id, "waited", sinkDrain)
+		}
+	}()
 	for i, sub := range s.sinkSubs {
 		sink := s.cfg.eventSinks[i]
 		sinks.Go(func() {
