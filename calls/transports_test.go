@@ -21,7 +21,7 @@ import (
 	"github.com/holdline/holdline/calls/callstest"
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/handoff"
-	"github.com/holdline/holdline/internal/rtctest"
+	"github.com/holdline/holdline/webrtc/rtctest"
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/scripted"

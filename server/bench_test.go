@@ -31,7 +31,7 @@ import (
 	pion "github.com/pion/webrtc/v4"
 	pionmedia "github.com/pion/webrtc/v4/pkg/media"
 
-	"github.com/holdline/holdline/internal/rtctest"
+	"github.com/holdline/holdline/webrtc/rtctest"
 	"github.com/holdline/holdline/server"
 	"github.com/holdline/holdline/webrtc"
 )

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/events"
-	"github.com/holdline/holdline/internal/rtctest"
+	"github.com/holdline/holdline/webrtc/rtctest"
 	"github.com/holdline/holdline/server"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/handoff"
-	"github.com/holdline/holdline/internal/rtctest"
+	"github.com/holdline/holdline/webrtc/rtctest"
 	"github.com/holdline/holdline/server"
 	"github.com/holdline/holdline/store"
 )

@@ -15,7 +15,7 @@ import (
 	"github.com/holdline/holdline/calls"
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/examples/booking"
-	"github.com/holdline/holdline/internal/rtctest"
+	"github.com/holdline/holdline/webrtc/rtctest"
 	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/scripted"
 	"github.com/holdline/holdline/server"

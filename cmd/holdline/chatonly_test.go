@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/examples/booking"
-	"github.com/holdline/holdline/internal/openaitest"
+	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/media"
 )
 

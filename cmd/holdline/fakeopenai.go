@@ -7,7 +7,7 @@ import (
 	"io"
 
 	"github.com/holdline/holdline/examples/booking"
-	"github.com/holdline/holdline/internal/openaitest"
+	"github.com/holdline/holdline/openaitest"
 )
 
 // fakeOpenAICmd serves an in-process OpenAI-compatible API (chat

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/examples/booking"
-	"github.com/holdline/holdline/internal/openaitest"
+	"github.com/holdline/holdline/openaitest"
 )
 
 // The acceptance run of the OpenAI providers, tried as a new user would:

@@ -18,7 +18,7 @@ import (
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/internal/freeport"
 	"github.com/holdline/holdline/internal/redistest"
-	"github.com/holdline/holdline/internal/rtctest"
+	"github.com/holdline/holdline/webrtc/rtctest"
 	"github.com/holdline/holdline/llm"
 )
 

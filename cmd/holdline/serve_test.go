@@ -14,7 +14,7 @@ import (
 
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/internal/freeport"
-	"github.com/holdline/holdline/internal/rtctest"
+	"github.com/holdline/holdline/webrtc/rtctest"
 )
 
 func TestServeTriedAsANewUserWould(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 
 	goopenai "github.com/sashabaranov/go-openai"
 
-	"github.com/holdline/holdline/internal/openaitest"
+	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/scripted"
 )

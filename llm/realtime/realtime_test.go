@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdline/holdline/internal/openaitest"
+	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/llm/realtime"
 	"github.com/holdline/holdline/media"

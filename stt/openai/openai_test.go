@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdline/holdline/internal/openaitest"
+	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/stt"
 	"github.com/holdline/holdline/stt/openai"

@@ -7,7 +7,7 @@ import (
 	"log"
 	"time"
 
-	"github.com/holdline/holdline/internal/openaitest"
+	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/tts/openai"
 )

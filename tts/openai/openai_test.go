@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdline/holdline/internal/openaitest"
+	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/tts"
 	"github.com/holdline/holdline/tts/openai"

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdline/holdline/internal/openaitest"
+	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/media"
 )
 
