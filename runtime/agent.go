@@ -34,6 +34,11 @@ type Agent struct {
 	// TTS speaks the model's text. Without it the agent is text-only: its
 	// text counts as played the moment the model produces it.
 	TTS tts.Synthesizer
+	// Phrases are examples of what callers say to this agent. Recognisers
+	// that work from a grammar or take hints use them: the local one
+	// (stt/pocketsphinx) listens only for their words, so a word missing
+	// here is a word it cannot hear.
+	Phrases []string
 	// Apology is what the agent says when its model fails before saying
 	// anything, so the caller is never left in silence; DefaultApology when
 	// empty.

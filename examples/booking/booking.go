@@ -228,6 +228,7 @@ func New(r *Restaurant, opts ...Option) *runtime.Agent {
 		Name:         "booking",
 		Instructions: Instructions,
 		Tools:        r.Tools(),
+		Phrases:      Phrases,
 		Model:        NewDemoModel(),
 		OnEnter: func(ctx context.Context, s *runtime.Session) error {
 			if s.Restored() {

@@ -111,7 +111,7 @@ func New(opts ...Option) *Desk {
 			return fmt.Sprintf(`{"refunded":%q}`, a.Amount), nil
 		}, tools.WithEffect(tools.Mutation))
 	d.FrontDesk = &runtime.Agent{Name: "front-desk", Instructions: FrontDeskInstructions, Model: o.front, TTS: o.voice,
-		Tools: []*tools.Tool{lookup, ticket, transfer},
+		Tools: []*tools.Tool{lookup, ticket, transfer}, Phrases: Phrases,
 		OnEnter: func(ctx context.Context, s *runtime.Session) error {
 			if s.Restored() {
 				return nil // the caller was greeted before the move
@@ -119,7 +119,7 @@ func New(opts ...Option) *Desk {
 			return s.GenerateReply(ctx, "Greet the caller.")
 		}}
 	d.Billing = &runtime.Agent{Name: "billing", Instructions: BillingInstructions, Model: o.billing, TTS: o.voice,
-		Tools: []*tools.Tool{lookup, refund}}
+		Tools: []*tools.Tool{lookup, refund}, Phrases: Phrases}
 	// A call restored after a crash comes back as whichever desk had it.
 	d.FrontDesk.Peers = []*runtime.Agent{d.Billing}
 	return d

@@ -1,0 +1,356 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/holdline/holdline/calls"
+	"github.com/holdline/holdline/server"
+	hsip "github.com/holdline/holdline/sip"
+	"github.com/holdline/holdline/webrtc"
+)
+
+// shutdownGrace bounds how long serve waits for requests in flight when it
+// stops.
+const shutdownGrace = 5 * time.Second
+
+func (c *cli) serveCmd(ctx context.Context, args []string) error {
+	stdout, stderr := c.stdout, c.stderr
+	fs := c.flagSet("serve")
+	addr := fs.String("http", "127.0.0.1:8080", "listen `ADDR` for the web client, the session API and /metrics")
+	metricsAddr := fs.String("metrics", "", "serve /metrics on its own listener at `ADDR`, without the token, for a Prometheus scraper on a private address (it then leaves --http)")
+	name := c.agentFlag(fs)
+	ttl := fs.Duration("resume-ttl", server.DefaultResumeTTL, "how long a session whose connection dropped waits to be resumed")
+	maxSessions := fs.Int("max-sessions", 0, "concurrent sessions; more get 503 with Retry-After (default: as many as the engines in use can serve on this machine's cores without dropping callers' words: 28 per core on the local recogniser and voice, else 200)")
+	echo := fs.Bool("echo-cancel", false, "run Holdline's echo canceller on browser audio too (browsers cancel echo themselves)")
+	publicIP := fs.String("public-ip", "", "announce this `IP` as the media address (a server behind 1:1 NAT)")
+	ports := fs.String("udp-ports", "", "media UDP port range `MIN-MAX` (default: any)")
+	sipAddr := fs.String("sip", "", "also answer phone calls: `udp:ADDR` (e.g. udp:0.0.0.0:5060)")
+	sipAllow := fs.String("sip-allow", "", "accept INVITEs only from these `CIDRs` (comma-separated: a trunk's addresses)")
+	rtpTimeout := fs.Duration("rtp-timeout", hsip.DefaultRTPTimeout, "hang up a call whose caller sent no RTP for this long")
+	rtpRealtime := fs.Bool("rtp-realtime", false, "send RTP from a real-time priority thread (needs root or CAP_SYS_NICE): on time however busy the machine")
+	redial := fs.Duration("sip-redial-window", hsip.DefaultRedialWindow, "with a store: a caller who dials again within this long after their worker died picks the call up where it was (0: never)")
+	sipUser := fs.String("sip-user", "", "make callers authenticate (digest) as `NAME`, with the password in HOLDLINE_SIP_PASSWORD")
+	storeSpec := fs.String("store", "", "where sessions are checkpointed to outlive this worker: `file:PATH`, redis://HOST:PORT (workers sharing it take over each other's sessions), or none (default: a file under the user's cache, one per HTTP port)")
+	worker := fs.String("worker", workerName(), "this worker's `NAME` in the store's leases")
+	verbose := fs.Bool("v", false, "log debug detail")
+	var pf providerFlags
+	pf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	// The engines every session shares go with the command.
+	defer pf.closeShared()
+	fn, err := c.agent(*name)
+	if err != nil {
+		return err
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	token := os.Getenv("HOLDLINE_TOKEN")
+	listenAddr, err := serveAddress(*addr, token != "")
+	if err != nil {
+		return err
+	}
+	if *maxSessions < 0 {
+		return fmt.Errorf("--max-sessions %d: want a positive count", *maxSessions)
+	}
+	var sipUDP string // where SIP listens, if anywhere
+	var allow []netip.Prefix
+	if *sipAddr != "" {
+		if sipUDP, err = sipUDPAddr(*sipAddr); err != nil {
+			return err
+		}
+		if allow, err = parseAllow(*sipAllow); err != nil {
+			return err
+		}
+		if *sipUser != "" && os.Getenv("HOLDLINE_SIP_PASSWORD") == "" {
+			return fmt.Errorf("--sip-user %s: set HOLDLINE_SIP_PASSWORD to its password", *sipUser)
+		}
+	}
+	var topts []webrtc.Option
+	if *ports != "" {
+		lo, hi, err := portRange(*ports)
+		if err != nil {
+			return err
+		}
+		topts = append(topts, webrtc.WithUDPPortRange(lo, hi))
+	}
+
+	// The ports before anything else, the store above all: a second serve
+	// on a port in use must say so, not wait for the first one's lock on
+	// the store file and then blame the store.
+	ln, err := net.Listen("tcp", listenAddr)
+	if err != nil {
+		return addrInUse("--http", listenAddr, err)
+	}
+	defer ln.Close() // closed already once served; this is for the early returns
+	var sipConn net.PacketConn
+	if sipUDP != "" {
+		if sipConn, err = net.ListenPacket("udp", sipUDP); err != nil {
+			return addrInUse("--sip", *sipAddr, err)
+		}
+		defer sipConn.Close() // likewise
+	}
+
+	// Fail now, not at the first call, when a provider cannot be built.
+	probe, err := pf.probe(ctx, fn, true)
+	if err != nil {
+		return err
+	}
+	logger.Info("engines", "agent", *name, "engines", probe.roles.String())
+
+	if listenAddr != *addr {
+		logger.Warn("HOLDLINE_TOKEN is not set: serving on 127.0.0.1 only; set it to accept sessions from other machines", "asked", *addr, "listening", listenAddr)
+	}
+	topts = append(topts, webrtc.WithLogger(logger))
+	if *publicIP != "" {
+		topts = append(topts, webrtc.WithPublicIPs(*publicIP))
+	}
+	transport, err := webrtc.NewTransport(topts...)
+	if err != nil {
+		return err
+	}
+	newAgent := pf.agentFunc(fn, true)
+	// One host for the browser's calls and the phone's: one registry, one
+	// cap on the engines, one set of metrics, one HTTP API.
+	hopts := []calls.Option{calls.WithLogger(logger)}
+	switch {
+	case *maxSessions > 0:
+		hopts = append(hopts, calls.WithMaxCalls(*maxSessions))
+	default:
+		hopts = append(hopts, calls.WithCallCost(probe.callCost()))
+	}
+	opts := []server.Option{
+		server.WithAgentName(*name),
+		server.WithTransport(transport),
+		server.WithLogger(logger),
+		server.WithResumeTTL(*ttl),
+		server.WithEchoCancellation(*echo),
+	}
+	if token != "" {
+		opts = append(opts, server.WithToken(token))
+	}
+	if *metricsAddr != "" {
+		opts = append(opts, server.WithSeparateMetrics())
+	}
+	if *storeSpec == "" {
+		*storeSpec = defaultStore(listenAddr)
+	}
+	st, key, err := openStore(ctx, *storeSpec)
+	if err != nil {
+		return err
+	}
+	if st != nil {
+		defer st.Close()
+		hopts = append(hopts, calls.WithStore(st, *worker, key))
+	}
+	host, err := calls.New(newAgent, hopts...)
+	if err != nil {
+		return err
+	}
+	// Deferred first, run last: the calls are released (their checkpoints
+	// stay for another worker) once nothing brings new ones.
+	defer host.Close()
+	srv, err := server.New(newAgent, append(opts, server.WithHost(host))...)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	if *maxSessions > 0 {
+		logger.Info("admission", "max_sessions", srv.MaxSessions(), "set_by", "--max-sessions")
+	} else {
+		logger.Info("admission", "max_sessions", srv.MaxSessions(), "cores", goruntime.GOMAXPROCS(0),
+			"call_cost", fmt.Sprintf("%.0f%% of a core", 100*probe.callCost()), "set_by", "the engines in use (--max-sessions to change)")
+	}
+
+	if sipConn != nil {
+		sopts := []hsip.Option{hsip.WithHost(host), hsip.WithRedialWindow(*redial)}
+		if *rtpRealtime {
+			sopts = append(sopts, hsip.WithRealtimePacing())
+		}
+		if *sipUser != "" {
+			sopts = append(sopts, hsip.WithDigestAuth("holdline", *sipUser, os.Getenv("HOLDLINE_SIP_PASSWORD")))
+		}
+		stopSIP, err := serveSIP(ctx, sipConn, allow, *rtpTimeout, *name, newAgent, logger, stdout, sopts...)
+		if err != nil {
+			return err
+		}
+		defer stopSIP()
+	}
+	if *metricsAddr != "" {
+		stopMetrics, err := serveMetrics(*metricsAddr, srv, logger)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stopMetrics()
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stdout, "Holdline is serving the %s agent at %s\n", *name, browseURL(ln.Addr()))
+	pf.printEngines(stdout, probe.roles)
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	// Event streams never finish on their own: ending the calls ends them.
+	host.Close()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// serveAddress is where serve listens: addr, or its port on 127.0.0.1 when
+// no token guards session creation.
+func serveAddress(addr string, haveToken bool) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("--http %q: %w", addr, err)
+	}
+	if haveToken {
+		return addr, nil
+	}
+	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+		return addr, nil
+	}
+	return net.JoinHostPort("127.0.0.1", port), nil
+}
+
+func browseURL(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return "http://" + a.String() + "/"
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/"
+}
+
+// serveMetrics serves srv's metrics at addr, unauthenticated, until the
+// returned stop is called.
+func serveMetrics(addr string, srv *server.Server, logger *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics %q: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", srv.MetricsHandler())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	logger.Info("metrics served without a token on their own listener", "url", "http://"+ln.Addr().String()+"/metrics")
+	if host, _, _ := net.SplitHostPort(addr); !isPrivateHost(host) {
+		logger.Warn("--metrics listens on a public or unspecified address: anyone who reaches it reads the metrics", "addr", addr)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = hs.Serve(ln)
+	}()
+	return func() {
+		hs.Close()
+		<-done
+	}, nil
+}
+
+// isPrivateHost says whether host is a loopback or private address (or
+// localhost): where an unauthenticated listener is meant to be.
+func isPrivateHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && (ip.IsLoopback() || ip.IsPrivate())
+}
+
+func portRange(s string) (uint16, uint16, error) {
+	lo, hi, ok := strings.Cut(s, "-")
+	a, err1 := strconv.ParseUint(lo, 10, 16)
+	b, err2 := strconv.ParseUint(hi, 10, 16)
+	if !ok || err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("--udp-ports %q: want MIN-MAX, e.g. 50000-50100", s)
+	}
+	return uint16(a), uint16(b), nil
+}
+
+// sipUDPAddr is the UDP address spec ("udp:HOST:PORT") names.
+func sipUDPAddr(spec string) (string, error) {
+	network, addr, ok := strings.Cut(spec, ":")
+	if !ok || network != "udp" {
+		return "", fmt.Errorf("--sip %q: want udp:HOST:PORT (UDP is the transport served)", spec)
+	}
+	return addr, nil
+}
+
+func parseAllow(allow string) ([]netip.Prefix, error) {
+	if allow == "" {
+		return nil, nil
+	}
+	var out []netip.Prefix
+	for _, f := range strings.Split(allow, ",") {
+		p, err := netip.ParsePrefix(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("--sip-allow: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// addrInUse is the error for a listen on addr, given with flag, that
+// failed: when the address is taken it says so, and that it may be another
+// holdline.
+func addrInUse(flag, addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%s %s: the address is in use: another holdline serve may be running there (or another program); stop it or give %s another port: %w", flag, addr, flag, err)
+	}
+	return fmt.Errorf("%s %s: %w", flag, addr, err)
+}
+
+// serveSIP answers phone calls on conn with the agent, until ctx ends or
+// the returned stop is called.
+func serveSIP(ctx context.Context, conn net.PacketConn, allow []netip.Prefix, rtpTimeout time.Duration, name string, newAgent hsip.AgentFunc, logger *slog.Logger, stdout io.Writer, extra ...hsip.Option) (stop func(), err error) {
+	opts := append([]hsip.Option{hsip.WithLogger(logger), hsip.WithRTPTimeout(rtpTimeout)}, extra...)
+	for _, p := range allow {
+		opts = append(opts, hsip.WithAllow(p))
+	}
+	srv, err := hsip.New(newAgent, opts...)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stdout, "Holdline is answering phone calls for the %s agent at sip:agent@%s (UDP)\n", name, conn.LocalAddr())
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeUDP(sctx, conn) }()
+	return func() {
+		srv.Close()
+		cancel()
+		if err := <-done; err != nil {
+			logger.Error("SIP server", "err", err)
+		}
+	}, nil
+}

@@ -1,0 +1,147 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/internal/freeport"
+	"github.com/holdline/holdline/webrtc/rtctest"
+)
+
+func TestServeTriedAsANewUserWould(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("HOLDLINE_TOKEN", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(runCtx, []string{"serve", "--agent", "booking", "--http", "0.0.0.0:0", "--tts", "demo", "--stt", "demo"}, strings.NewReader(""), outW, io.Discard)
+		outW.Close()
+	}()
+	line, err := bufio.NewReader(outR).ReadString('\n')
+	if err != nil {
+		t.Fatalf("serve printed nothing: %v (%v)", err, <-done)
+	}
+	go io.Copy(io.Discard, outR)
+	i := strings.Index(line, "http://")
+	if i < 0 {
+		t.Fatalf("serve printed %q; want the URL to open", line)
+	}
+	url := strings.TrimSuffix(strings.TrimSpace(line[i:]), "/")
+	if !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Errorf("without HOLDLINE_TOKEN serve listens on %s; want 127.0.0.1 only", url)
+	}
+	for _, path := range []string{"/", "/healthz", "/metrics", "/v1/config"} {
+		resp, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s: %d", path, resp.StatusCode)
+		}
+	}
+	c, err := rtctest.Dial(ctx, url, rtctest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.WaitEvent(ctx, func(e events.Event) bool {
+		return e.Kind == events.PlayoutDone && strings.Contains(e.Text, "Holdline Bistro")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SendText("Book a table for two at seven"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitEvent(ctx, func(e events.Event) bool { return e.Kind == events.ToolTerminal && e.Tool == "book_table" }); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("serve ended with %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("serve did not stop")
+	}
+}
+
+// With a token and --metrics ADDR, the metrics are on their own listener
+// without the token (for a Prometheus scraper on a private address), the
+// main listener's /metrics says where they went, and the session API still
+// wants the token.
+func TestServeMetricsFlagServesThemOnTheirOwnListenerWithoutTheToken(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("HOLDLINE_TOKEN", "serve-test-token")
+	port, err := freeport.TCP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(runCtx, []string{"serve", "--agent", "booking", "--http", "127.0.0.1:0", "--metrics", metricsAddr, "--tts", "demo", "--stt", "demo"}, strings.NewReader(""), outW, io.Discard)
+		outW.Close()
+	}()
+	line, err := bufio.NewReader(outR).ReadString('\n')
+	if err != nil {
+		t.Fatalf("serve printed nothing: %v (%v)", err, <-done)
+	}
+	go io.Copy(io.Discard, outR)
+	url := strings.TrimSuffix(strings.TrimSpace(line[strings.Index(line, "http://"):]), "/")
+	get := func(u string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if status, body := get("http://" + metricsAddr + "/metrics"); status != http.StatusOK || !strings.Contains(body, "holdline_sessions_active") {
+		t.Errorf("--metrics listener: %d; want 200 with the metrics, no token asked", status)
+	}
+	if status, body := get(url + "/metrics"); status != http.StatusNotFound || !strings.Contains(body, "--metrics") {
+		t.Errorf("main listener's /metrics: %d %q; want 404 naming --metrics", status, body)
+	}
+	resp, err := http.Post(url+"/v1/sessions", "application/sdp", strings.NewReader("v=0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a session without the token: %d; want 401", resp.StatusCode)
+	}
+	stop()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("serve ended with %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("serve did not stop")
+	}
+	if _, err := http.Get("http://" + metricsAddr + "/metrics"); err == nil {
+		t.Error("the metrics listener is still up after serve stopped")
+	}
+}

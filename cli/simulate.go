@@ -1,0 +1,244 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/sim"
+)
+
+// errViolations makes the command exit non-zero when a run failed.
+var errViolations = errors.New("scenario runs failed")
+
+// setFlags collects repeated --set PARAM=DURATION flags.
+type setFlags map[string]time.Duration
+
+func (s setFlags) String() string { return fmt.Sprint(map[string]time.Duration(s)) }
+
+func (s setFlags) Set(v string) error {
+	param, val, ok := strings.Cut(v, "=")
+	if !ok {
+		return fmt.Errorf("want PARAM=DURATION, e.g. user.1.at=1.2s")
+	}
+	d, err := time.ParseDuration(val)
+	if err != nil {
+		return fmt.Errorf("%s: %w", param, err)
+	}
+	s[param] = d
+	return nil
+}
+
+func (c *cli) simulateCmd(ctx context.Context, args []string) error {
+	stdout, stderr := c.stdout, c.stderr
+	fs := c.flagSet("simulate")
+	sweep := fs.Int("sweep", 0, "run each file `N` times, sweeping its `sweep` parameter from `from` to `to` (seeds seed..seed+N-1)")
+	seed := fs.Int64("seed", 0, "use this seed instead of each file's (run i uses seed+i)")
+	asJSON := fs.Bool("json", false, "print the results as a JSON array")
+	timeline := fs.Bool("timeline", false, "print the event timeline of each file's first run, passing or not")
+	set := setFlags{}
+	fs.Var(set, "set", "fix a parameter, `PARAM=DURATION` (repeatable), e.g. user.1.at=1.2s to replay a failing run")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: holdline simulate FILE|DIR... [--sweep N] [--seed S] [--set PARAM=DURATION] [--json] [--timeline]")
+		fs.PrintDefaults()
+	}
+	// Flags may come after the files, as the usage line shows them.
+	var files []string
+	for rest := args; ; {
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	if len(files) == 0 {
+		fs.Usage()
+		return errors.New("simulate: no scenario files")
+	}
+	paths, err := scenarioPaths(files)
+	if err != nil {
+		return err
+	}
+	opts := sim.Options{Sweep: *sweep, Set: set, KeepFirst: *timeline}
+	seedSet := false
+	fs.Visit(func(f *flag.Flag) { seedSet = seedSet || f.Name == "seed" })
+	if seedSet {
+		opts.Seed = seed
+	}
+
+	// Load every file first: a bad file is reported with the others, and
+	// nothing runs until all are readable.
+	scenarios := make([]*sim.Scenario, len(paths))
+	var loadErrs []error
+	for i, p := range paths {
+		sc, err := sim.Load(p)
+		if err != nil {
+			loadErrs = append(loadErrs, err)
+			continue
+		}
+		scenarios[i] = sc
+	}
+	if len(loadErrs) > 0 {
+		return errors.Join(loadErrs...)
+	}
+
+	start := time.Now()
+	results := make([]*sim.Result, len(scenarios))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, sc := range scenarios {
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			results[i] = sim.RunScenario(sc, opts)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+
+	total, failed := 0, 0
+	for _, r := range results {
+		total += r.Runs
+		failed += len(r.Failures)
+		if r.Err != "" {
+			failed++
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(results); err != nil {
+			return err
+		}
+	} else {
+		for _, r := range results {
+			printResult(stdout, r, opts)
+		}
+		rate := float64(total) / max(elapsed.Seconds(), 1e-9)
+		fmt.Fprintf(stdout, "\n%d files, %d runs, %d failed (%.0f runs/s)\n", len(results), total, failed, rate)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%w: %d of %d", errViolations, failed, total)
+	}
+	return nil
+}
+
+// scenarioPaths expands directories into the .yaml and .yml files in them.
+func scenarioPaths(args []string) ([]string, error) {
+	var out []string
+	for _, a := range args {
+		info, err := os.Stat(a)
+		if err != nil {
+			return nil, err
+		}
+		if !info.IsDir() {
+			out = append(out, a)
+			continue
+		}
+		entries, err := os.ReadDir(a)
+		if err != nil {
+			return nil, err
+		}
+		n := len(out)
+		for _, e := range entries {
+			if ext := filepath.Ext(e.Name()); !e.IsDir() && (ext == ".yaml" || ext == ".yml") {
+				out = append(out, filepath.Join(a, e.Name()))
+			}
+		}
+		if len(out) == n {
+			return nil, fmt.Errorf("%s: no .yaml scenario files", a)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// printResult prints one file's outcome; for a failure, every failing run
+// with its violations, the timeline of the first, and how to replay it.
+func printResult(w io.Writer, r *sim.Result, opts sim.Options) {
+	if r.Err != "" {
+		fmt.Fprintf(w, "ERROR %s (%s): %s\n", r.File, r.Name, r.Err)
+		return
+	}
+	if r.OK() {
+		fmt.Fprintf(w, "ok    %s (%s): %d runs\n", r.File, r.Name, r.Runs)
+		if r.First != nil {
+			printTimeline(w, r.First)
+		}
+		return
+	}
+	fmt.Fprintf(w, "FAIL  %s (%s): %d of %d runs failed\n", r.File, r.Name, len(r.Failures), r.Runs)
+	const listed = 10
+	for i, run := range r.Failures {
+		if i == listed {
+			fmt.Fprintf(w, "  ... and %d more failing runs\n", len(r.Failures)-listed)
+			break
+		}
+		fmt.Fprintf(w, "  run seed=%d%s\n", run.Seed, swept(run))
+		for _, v := range run.Violations {
+			fmt.Fprintf(w, "    - %s\n", v)
+		}
+	}
+	first := r.Failures[0]
+	printTimeline(w, first)
+	replay := fmt.Sprintf("holdline simulate %s --seed %d", r.File, first.Seed)
+	if first.Param != "" {
+		replay += fmt.Sprintf(" --set %s=%v", first.Param, first.Value)
+	}
+	for p, v := range opts.Set {
+		if p != first.Param {
+			replay += fmt.Sprintf(" --set %s=%v", p, v)
+		}
+	}
+	fmt.Fprintf(w, "  replay: %s\n", replay)
+}
+
+func printTimeline(w io.Writer, run *sim.Run) {
+	fmt.Fprintf(w, "  timeline of seed=%d%s:\n", run.Seed, swept(run))
+	for _, e := range run.Events {
+		fmt.Fprintf(w, "    %s\n", timelineLine(e))
+	}
+}
+
+func swept(r *sim.Run) string {
+	if r.Param == "" {
+		return ""
+	}
+	return fmt.Sprintf(" %s=%v", r.Param, r.Value)
+}
+
+func timelineLine(e events.Event) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%9s  e%-2d %s", e.At.Round(time.Microsecond), e.Epoch, e.Kind)
+	for _, f := range [][2]string{{"call", e.CallID}, {"tool", e.Tool}, {"state", e.State}, {"reason", e.Reason}, {"provider", e.Provider}} {
+		if f[1] != "" {
+			fmt.Fprintf(&b, " %s=%s", f[0], f[1])
+		}
+	}
+	if e.Text != "" {
+		fmt.Fprintf(&b, " %q", e.Text)
+	}
+	if e.Error != "" {
+		fmt.Fprintf(&b, " error=%q", e.Error)
+	}
+	return b.String()
+}
