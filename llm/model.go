@@ -12,7 +12,9 @@ import (
 
 // Model starts streaming completions. Stream must return promptly; the
 // response arrives through the returned Stream. Cancelling ctx must end the
-// stream: Recv then returns an error wrapping ctx.Err().
+// stream: Recv then returns an error wrapping ctx.Err(). The package
+// documentation has the whole contract: what the context holds, what the
+// session does when a stream fails.
 type Model interface {
 	Stream(ctx context.Context, req Request) (Stream, error)
 }
