@@ -2,7 +2,9 @@ package llm_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/holdline/holdline/llm"
@@ -83,5 +85,67 @@ func TestCallAccumulatorZeroValue(t *testing.T) {
 	var acc llm.CallAccumulator
 	if calls := acc.Calls(); len(calls) != 0 {
 		t.Fatalf("zero accumulator returned %+v", calls)
+	}
+}
+
+func TestReasonString(t *testing.T) {
+	seen := map[string]llm.Reason{}
+	for r := llm.ReasonUnspecified; r <= llm.ReasonSummary; r++ {
+		s := r.String()
+		if s == "" || strings.HasPrefix(s, "Reason(") {
+			t.Errorf("reason %d has no name: %q", int(r), s)
+		}
+		if prev, dup := seen[s]; dup {
+			t.Errorf("reasons %d and %d are both named %q", int(prev), int(r), s)
+		}
+		seen[s] = r
+	}
+	if got := llm.ReasonUserTurn.String(); got != "user_turn" {
+		t.Errorf("ReasonUserTurn = %q", got)
+	}
+	for _, r := range []llm.Reason{-1, llm.ReasonSummary + 1} {
+		if got, want := r.String(), fmt.Sprintf("Reason(%d)", int(r)); got != want {
+			t.Errorf("out of range %d = %q; want %q", int(r), got, want)
+		}
+	}
+}
+
+func TestRequestNewItems(t *testing.T) {
+	items := []llm.Item{
+		{Kind: llm.KindMessage, Role: llm.RoleUser, Text: "a"},
+		{Kind: llm.KindMessage, Role: llm.RoleAssistant, Text: "b"},
+		{Kind: llm.KindMessage, Role: llm.RoleUser, Text: "c"},
+	}
+	for _, tc := range []struct{ new, want int }{
+		{0, 3}, {1, 2}, {3, 0}, {-2, 3}, {7, 0},
+	} {
+		req := llm.Request{Context: llm.ChatContext{Items: items}, New: tc.new}
+		got := req.NewItems()
+		if len(got) != tc.want {
+			t.Errorf("New %d: %d new items; want %d", tc.new, len(got), tc.want)
+			continue
+		}
+		if tc.want > 0 && got[0].Text != items[len(items)-tc.want].Text {
+			t.Errorf("New %d: new items start at %+v", tc.new, got[0])
+		}
+	}
+	if got := (llm.Request{}).NewItems(); len(got) != 0 {
+		t.Errorf("empty request has new items %+v", got)
+	}
+}
+
+func TestIsProvisional(t *testing.T) {
+	for _, out := range []string{llm.ProvisionalRunning, llm.ProvisionalDetached, llm.ProvisionalDeferred} {
+		if !llm.IsProvisional(out) {
+			t.Errorf("IsProvisional(%s) = false", out)
+		}
+		if !json.Valid([]byte(out)) {
+			t.Errorf("provisional output %s is not JSON", out)
+		}
+	}
+	for _, out := range []string{"", "3 left", `{"status":"still running"}`} {
+		if llm.IsProvisional(out) {
+			t.Errorf("IsProvisional(%q) = true", out)
+		}
 	}
 }

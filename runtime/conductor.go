@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -75,6 +76,13 @@ type conductor struct {
 	userData map[string]json.RawMessage
 	// checkpointFailing: the latest checkpoint write failed.
 	checkpointFailing bool
+	// sent is the context of the previous model request, for the next
+	// one's New; nil when the agent has been shown nothing (a new session,
+	// a restored one, a handoff).
+	sent []llm.Item
+	// agentEpoch is the epoch at which the current agent took over: a
+	// reply asked for while no turn has started since is its greeting.
+	agentEpoch uint64
 	// onAgent learns of a handoff's new agent (the session's edges).
 	onAgent func(*Agent)
 }
@@ -209,7 +217,11 @@ func (c *conductor) handle(in Input) {
 		}
 	case ReplyRequest:
 		c.idle = false
-		c.startTurn("reply", in.Instructions)
+		reason := llm.ReasonReply
+		if c.epoch == c.agentEpoch {
+			reason = llm.ReasonGreeting
+		}
+		c.startTurn("reply", reason, in.Instructions)
 	case UserSpeechStarted:
 		c.onSpeechStarted()
 	case UserSpeechStopped:
@@ -289,7 +301,7 @@ func (c *conductor) onUserText(text string) {
 	c.emit(events.Event{Kind: events.UserTurn, Text: text, Reason: "injected"})
 	c.preempt("user_input")
 	c.appendUser(text)
-	c.startTurn("injected", "")
+	c.startTurn("injected", llm.ReasonUserTurn, "")
 }
 
 // restoreTransport: input from the caller proves the line is back.
@@ -490,7 +502,7 @@ func (c *conductor) finishUserTurn() {
 	c.preempt("user_turn")
 	c.appendUser(text)
 	c.chat[len(c.chat)-1].item.Confidence = conf
-	c.startTurn("user_turn", "")
+	c.startTurn("user_turn", llm.ReasonUserTurn, "")
 }
 
 // userBusy reports whether the caller holds the floor: speaking, in the
@@ -1023,7 +1035,7 @@ func (c *conductor) checkFloor() {
 		case !t.awaitsFollowUp():
 		case c.readyForFollowUp(t):
 			t.followUp = true
-			c.startTurn("tool_result", "")
+			c.startTurn("tool_result", llm.ReasonFollowUp, "")
 		default:
 			keep = append(keep, t)
 		}
@@ -1035,7 +1047,7 @@ func (c *conductor) checkFloor() {
 	}
 	// A follow-up still to come shows the owed result too.
 	if len(c.pendingFollowUps) == 0 && c.owedResult() {
-		c.startTurn("tool_result", "")
+		c.startTurn("tool_result", llm.ReasonToolResult, "")
 		return
 	}
 	if !c.idle && c.idleNow() {
@@ -1061,44 +1073,51 @@ func (c *conductor) appendUser(text string) {
 	c.chat = append(c.chat, &entry{item: llm.Item{Kind: llm.KindMessage, Role: llm.RoleUser, Text: text}})
 }
 
-func (c *conductor) startTurn(reason, extra string) {
+// startTurn starts a turn whose model request goes out for reason; why is
+// the inference_sent event's reason, which tells typed input from speech.
+func (c *conductor) startTurn(why string, reason llm.Reason, extra string) {
 	c.idle = false
 	c.epoch++
 	t := &turnState{handle: newTurn(c.epoch), epoch: c.epoch}
 	c.turns = append(c.turns, t)
 	c.emit(events.Event{Kind: events.TurnStarted, Epoch: t.epoch})
-	req := c.buildRequest(extra)
-	c.emit(events.Event{Kind: events.InferenceSent, Epoch: t.epoch, Count: len(req.Context.Items), Reason: reason})
+	req := c.buildRequest(reason, extra)
+	c.emit(events.Event{Kind: events.InferenceSent, Epoch: t.epoch, Count: len(req.Context.Items), Reason: why})
 	c.edges.StartGeneration(t.epoch, req)
-}
-
-// Provisional outputs: providers reject a call without an output, so a call
-// still in flight when a request goes out is shown as such.
-const (
-	provisionalRunning  = `{"status":"still running","note":"the result will follow when it is ready"}`
-	provisionalDetached = `{"status":"running in the background","note":"the result will follow when it is ready; do not call it again"}`
-	provisionalDeferred = `{"status":"waiting to start","note":"it starts once your reply has been spoken"}`
-)
-
-// IsProvisional reports whether a tool result's output is one the core
-// shows for a call still in flight, rather than the call's own result.
-func IsProvisional(output string) bool {
-	switch output {
-	case provisionalRunning, provisionalDetached, provisionalDeferred:
-		return true
-	}
-	return false
 }
 
 // buildRequest renders the context for the model and records what the
 // model has now been shown.
-func (c *conductor) buildRequest(extra string) llm.Request {
+func (c *conductor) buildRequest(reason llm.Reason, extra string) llm.Request {
 	instr := c.agent.Instructions
 	if extra != "" {
 		instr = strings.TrimSpace(instr + "\n\n" + extra)
 	}
 	items := c.render(true)
-	return llm.Request{Instructions: instr, Context: llm.ChatContext{Items: items}, Tools: c.toolset.Specs()}
+	req := llm.Request{Instructions: instr, Context: llm.ChatContext{Items: items}, Tools: c.toolset.Specs(),
+		Reason: reason, New: unchangedPrefix(c.sent, items)}
+	// A copy: the model may hold on to the request, and must not be able
+	// to change what the next request is compared with.
+	c.sent = slices.Clone(items)
+	return req
+}
+
+// unchangedPrefix is how many items b begins with that a began with, item
+// for item.
+func unchangedPrefix(a, b []llm.Item) int {
+	n := 0
+	for n < len(a) && n < len(b) && sameItem(a[n], b[n]) {
+		n++
+	}
+	return n
+}
+
+// sameItem reports whether a and b are the same item, field for field.
+func sameItem(a, b llm.Item) bool {
+	return a.Kind == b.Kind && a.Role == b.Role && a.Text == b.Text &&
+		a.Interrupted == b.Interrupted && a.Played == b.Played && a.Confidence == b.Confidence &&
+		a.CallID == b.CallID && a.Name == b.Name && bytes.Equal(a.Arguments, b.Arguments) &&
+		a.Output == b.Output && a.IsError == b.IsError
 }
 
 // context renders the chat context as it stands: what was said, what was
@@ -1127,13 +1146,13 @@ func (c *conductor) render(forModel bool) []llm.Item {
 			case !forModel:
 				continue
 			case cs.detached():
-				it.Output = provisionalDetached
+				it.Output = llm.ProvisionalDetached
 				cs.shownRunning = true
 			case cs.rec.State == tools.StateDeferred:
-				it.Output = provisionalDeferred
+				it.Output = llm.ProvisionalDeferred
 				cs.shownRunning = true
 			default:
-				it.Output = provisionalRunning
+				it.Output = llm.ProvisionalRunning
 				cs.shownRunning = true
 			}
 			items = append(items, it)

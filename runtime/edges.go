@@ -112,6 +112,7 @@ func (g generation) read(ctx context.Context, req llm.Request, pieces chan<- pie
 		}
 		if err != nil {
 			g.s.post(ProviderFailover{Provider: "llm", Err: err})
+			req.Reason = llm.ReasonRetry
 		}
 		var started bool
 		started, err = g.stream(ctx, model, req, &calls, &chunker, send)

@@ -133,7 +133,7 @@ func (s *Session) summarize(ctx context.Context, deadline time.Duration) (string
 	}
 	ctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
-	stream, err := s.currentAgent().Model.Stream(ctx, llm.Request{Instructions: summaryInstructions, Context: cc})
+	stream, err := s.currentAgent().Model.Stream(ctx, llm.Request{Instructions: summaryInstructions, Context: cc, Reason: llm.ReasonSummary})
 	if err != nil {
 		return "", err
 	}
@@ -185,6 +185,9 @@ func (c *conductor) onHandoff(h handoffRequest) {
 		c.keepTurns(0)
 	}
 	c.agent, c.toolset = h.to, h.set
+	// The agent taking over has been shown nothing: its first request has
+	// New 0, and a reply it is asked for before any turn is its greeting.
+	c.sent, c.agentEpoch = nil, c.epoch
 	if c.onAgent != nil {
 		c.onAgent(h.to)
 	}
@@ -200,7 +203,7 @@ func (c *conductor) onHandoff(h handoffRequest) {
 	}
 	c.emit(events.Event{Kind: events.Handoff, Epoch: c.epoch, Text: from + " -> " + h.to.Name, Reason: reason, Count: kept})
 	if h.cfg.greet && !c.speaking() && len(c.pendingFollowUps) == 0 {
-		c.startTurn("handoff", "")
+		c.startTurn("handoff", llm.ReasonHandoff, "")
 	}
 }
 

@@ -60,7 +60,7 @@ func outputOf(req llm.Request, tool string) (string, bool) {
 		if it.Kind == llm.KindToolCall && it.Name == tool {
 			ids[it.CallID] = true
 		}
-		if it.Kind == llm.KindToolResult && ids[it.CallID] && !IsProvisional(it.Output) {
+		if it.Kind == llm.KindToolResult && ids[it.CallID] && !llm.IsProvisional(it.Output) {
 			return it.Output, true
 		}
 	}

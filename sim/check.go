@@ -170,7 +170,7 @@ func (r *run) checkInferences() {
 			switch {
 			case it.Kind == llm.KindMessage && it.Role == llm.RoleUser:
 				n++
-			case it.Kind == llm.KindToolResult && !runtime.IsProvisional(it.Output):
+			case it.Kind == llm.KindToolResult && !llm.IsProvisional(it.Output):
 				k := [2]string{it.CallID, it.Output}
 				fresh = fresh || !shown[k]
 				shown[k] = true
