@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/llm"
-	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/scripted"
 )
 
@@ -40,7 +39,7 @@ func answer(req llm.Request) scripted.Response {
 	}
 	// The newest results of this turn first.
 	for _, it := range items[last+1:] {
-		if it.Kind != llm.KindToolResult || runtime.IsProvisional(it.Output) {
+		if it.Kind != llm.KindToolResult || llm.IsProvisional(it.Output) {
 			continue
 		}
 		if it.IsError {
