@@ -64,7 +64,7 @@ var voiceBookingVoices = []struct {
 // make test runs four of the sentences; HOLDLINE_VOICE_BOOKINGS=full all
 // twenty:
 //
-//	HOLDLINE_VOICE_BOOKINGS=full go test -run TestVoiceBookingsAt16And8kHz -v ./cmd/holdline
+//	HOLDLINE_VOICE_BOOKINGS=full go test -run TestVoiceBookingsAt16And8kHz -v ./cli
 func TestVoiceBookingsAt16And8kHz(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "")
 	espeak, err := exec.LookPath("espeak-ng")
