@@ -409,3 +409,50 @@ func TestGoAgentParameters(t *testing.T) {
 		t.Errorf("Set(tools.NAME.duration) on an inline agent = %v", err)
 	}
 }
+
+// A real body sees its turn as a live one does: a tool that waits for its
+// preamble to play out (tools.WaitPlayout) returns the instant it has.
+func TestGoAgentRealToolWaitsForPlayout(t *testing.T) {
+	type noArgs struct{}
+	transfer := tools.MustNew("transfer", "Transfers the call.", func(ctx context.Context, _ noArgs) (string, error) {
+		if err := tools.WaitPlayout(ctx); err != nil {
+			return "", err
+		}
+		return "transferred", nil
+	}, tools.WithEffect(tools.Read))
+	agents := WithAgents(map[string]runtime.AgentFunc{"desk": func(context.Context) (*runtime.Agent, func(), error) {
+		return &runtime.Agent{Name: "desk", Tools: []*tools.Tool{transfer}}, nil, nil
+	}})
+	sc, err := Parse("transfer.yaml", []byte(`name: transfer
+agent: desk
+model:
+  - text: "Let me put you through to a colleague."
+    tool_calls: [{name: transfer}]
+  - text: "Done."
+user:
+  - {at: 0s, inject: "A human, please."}
+expect:
+  final_context_contains: ["transferred"]
+`), agents, WithRealTools())
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		run := RunOnce(sc, 1)
+		if !run.OK() {
+			t.Fatal(run.Violations)
+		}
+		var played, ended time.Duration
+		for _, e := range run.Events {
+			switch {
+			case e.Kind == events.PlayoutDone && e.Epoch == 1:
+				played = e.At
+			case e.Kind == events.ToolTerminal:
+				ended = e.At
+			}
+		}
+		if played == 0 || ended != played {
+			t.Errorf("the transfer ended at %v; want when its preamble had played, %v", ended, played)
+		}
+	})
+}
