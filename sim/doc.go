@@ -17,6 +17,51 @@
 // source keeps its order. A run is a pure function of the file and the
 // seed, so every failure can be replayed.
 //
+// # Go agents
+//
+// A file may test a Go agent instead of describing one: `agent: pizza`
+// names an agent given to Parse or Load with WithAgents (simtest.Run does
+// that for a test). Its instructions and its tools — names, descriptions,
+// JSON schemas, effects, interrupt policies, timeouts, dedupe — are the Go
+// agent's, read once at parse time, so when the agent changes its
+// scenarios see the change: a mutation made to complete when interrupted
+// fails the scenario that said "wait" stops it, and the model's scripted
+// arguments are validated by the Go schema. The file scripts only what the
+// bodies do, in a top-level `tools` mapping by tool name:
+//
+//	agent: pizza
+//	tools:
+//	  menu: {duration: 200ms, result: {pizzas: [margherita]}}
+//	  place_order: {duration: 2s, result: {order_id: PZ1}}   # or error, hang, ignores_cancel
+//
+// A script takes duration, result, error, hang and ignores_cancel, with the
+// defaults below; effect, on_interrupt, timeout and dedupe come from Go, and
+// writing one is an error. A script for a tool the agent lacks, and a model
+// call (model[].tool_calls) to an agent tool without a script, are errors
+// naming the line. A scripted duration is swept or fixed as
+// tools.NAME.duration. Only the instructions and tools are taken from the
+// agent: the model, the voices and the caller are the file's, as always.
+//
+// With WithRealTools (simtest.RealTools) a tool the file does not script
+// runs its Go body, on a fresh agent from the AgentFunc for each run and a
+// goroutine per call, with the context a live session gives it (its
+// deadline, the call's identity, its turn's playout; cancelled with the
+// turn under the cancel policy). The run must then happen inside a
+// testing/synctest bubble: the run sleeps in the bubble up to its next
+// piece of work, so the bubble's fake clock, which the bodies' timers and
+// sleeps read, keeps step with the virtual one, and a body that returns
+// meanwhile has its outcome land at the virtual time it took. Before each
+// step synctest.Wait lets every body go as far as it can at that instant,
+// so such runs too are replayable from their seed, as long as the bodies
+// are (no I/O leaving the bubble).
+//
+// # Reports
+//
+// Result.Report writes a file's outcome for a person: the failing runs
+// with their violations, the event timeline of the first, and the command
+// that replays it (Result.Replay; holdline simulate by default, go test for
+// simtest).
+//
 // # Invariants
 //
 // Every run checks, whatever the file expects:
@@ -56,6 +101,9 @@
 //	agent.tools[].error      "" (succeeds)
 //	agent.tools[].ignores_cancel, hang  false
 //	agent.tools[].dedupe     true (at most once for mutations)
+//	tools.NAME.duration, result, error, hang, ignores_cancel
+//	                         as agent.tools[]; a Go tool without a script is
+//	                         never called (or runs its body: WithRealTools)
 //	model[].ttfb             300ms; the whole response arrives then
 //	model[].text             "" ; tool_calls: none; args: {}
 //	requests beyond model[]  an empty reply (no words, no calls) after 300ms

@@ -84,6 +84,8 @@ type toolRun struct {
 	state    tools.State
 	outcome  runtime.Timer
 	dedupe   bool
+	// real: the Go body runs (WithRealTools) instead of the script.
+	real bool
 }
 
 func newEdges(r *run) *edges {
@@ -362,12 +364,18 @@ func (e *edges) RunTool(r runtime.ToolRun) {
 	spec := e.r.toolSpec(r.Tool.Name())
 	e.ncall++
 	src := srcTool + e.ncall
-	tr := &toolRun{call: r.CallID, key: r.Key, tool: r.Tool, spec: spec, dedupe: r.Tool.Dedupe()}
+	tr := &toolRun{call: r.CallID, key: r.Key, tool: r.Tool, spec: spec, dedupe: r.Tool.Dedupe(),
+		real: e.r.bodies != nil && spec.def != nil && !spec.scripted}
 	e.checkOnce(tr)
 	e.toolRuns[r.Tool.Name()]++
 	e.runs[r.CallID] = tr
 	e.byKey[r.Key] = append(e.byKey[r.Key], tr)
-	if !spec.Hang {
+	if tr.real {
+		// The body's own return comes through the bubble; its deadline is
+		// kept here, as for a script, so that the core hears of it in the
+		// same step as the body's context does.
+		e.r.bodies.start(r, tr, src)
+	} else if !spec.Hang {
 		tr.outcome = e.r.sched.at(now+spec.Duration, src, func() {
 			st, o := tools.StateSucceeded, runtime.ToolOutcome{CallID: r.CallID, Output: string(spec.Result)}
 			if spec.Error != "" {
@@ -377,7 +385,7 @@ func (e *edges) RunTool(r runtime.ToolRun) {
 			e.finishTool(tr, st, o)
 		})
 	}
-	if spec.Hang || spec.Duration >= r.Tool.Timeout() {
+	if tr.real || spec.Hang || spec.Duration >= r.Tool.Timeout() {
 		e.r.sched.at(now+r.Tool.Timeout(), src, func() {
 			if tr.finished {
 				return
@@ -403,6 +411,10 @@ func (e *edges) finishTool(tr *toolRun, st tools.State, o runtime.ToolOutcome) {
 // ignores cancellation.
 func (e *edges) CancelTool(id string) {
 	tr := e.runs[id]
+	if tr != nil && tr.real && !tr.finished {
+		e.r.bodies.cancel(id) // the body decides how it ends
+		return
+	}
 	if tr == nil || tr.finished || tr.spec.IgnoresCancel {
 		return
 	}
@@ -637,4 +649,13 @@ func (p *player) playingAfter(now time.Duration, epoch uint64) bool {
 		}
 	}
 	return false
+}
+
+// landed reports a Go body's return. A body ended by its deadline after
+// the deadline was reported says nothing new.
+func (e *edges) landed(tr *toolRun, o runtime.ToolOutcome) {
+	if tr.finished && tr.state == tools.StateTimedOut && o.State == tools.StateTimedOut {
+		return
+	}
+	e.finishTool(tr, o.State, o)
 }

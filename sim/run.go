@@ -57,6 +57,10 @@ type run struct {
 	tools map[string]*Tool
 	steps int
 
+	// bodies runs a Go agent's tool bodies (WithRealTools); nil when the
+	// run scripts every tool.
+	bodies *bodies
+
 	// interrupted epochs, checked after every step: their audio must have
 	// stopped (the core flushed the output).
 	cut []uint64
@@ -101,6 +105,7 @@ func RunOnce(sc *Scenario, seed int64) *Run {
 
 func runOnce(sc *Scenario, seed int64, cache toolCache) *Run {
 	r := start(sc, seed, cache)
+	defer r.bodies.close()
 	if r.core != nil {
 		r.schedule()
 		r.loop()
@@ -116,12 +121,30 @@ func start(sc *Scenario, seed int64, cache toolCache) *run {
 	r.edges = newEdges(r)
 	r.edges.in = newInput(r)
 	agent := &runtime.Agent{Name: sc.Name, Instructions: sc.Agent.Instructions}
+	var fresh map[string]*tools.Tool // the tools of this run's Go agent
+	if sc.realTools && sc.agentFunc != nil {
+		b, err := newBodies(r, sc.agentFunc)
+		if err != nil {
+			r.violate("%v", err)
+			return r
+		}
+		r.bodies, fresh = b, b.tools
+	}
 	for i := range sc.Agent.Tools {
 		t := &sc.Agent.Tools[i]
-		built, err := cache.get(*t)
-		if err != nil {
-			r.violate("tool %s: %v", t.Name, err)
-			return r
+		built := t.def
+		switch {
+		case fresh != nil:
+			if built = fresh[t.Name]; built == nil {
+				r.violate("Go agent %q: this run's agent has no tool %q, which the scenario was read with", sc.Agent.Go, t.Name)
+				return r
+			}
+		case built == nil:
+			var err error
+			if built, err = cache.get(*t); err != nil {
+				r.violate("tool %s: %v", t.Name, err)
+				return r
+			}
 		}
 		agent.Tools = append(agent.Tools, built)
 		r.tools[t.Name] = t
@@ -192,6 +215,11 @@ func speechLength(u UserAction) time.Duration {
 func (r *run) loop() {
 	for {
 		next, ok := r.sched.next()
+		// Tool bodies running on goroutines get the bubble's time up to the
+		// next piece of work; one that returns first comes before it.
+		if r.bodies.advance(next, ok) {
+			continue
+		}
 		if !ok || next > r.sc.Timeout {
 			break
 		}

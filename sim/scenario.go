@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,9 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/tools"
 )
 
 // Scenario is one parsed scenario file.
@@ -25,7 +29,7 @@ type Scenario struct {
 	Name    string          // `name`, required, non-empty
 	Seed    int64           // `seed`, default 1
 	Timeout time.Duration   // `timeout`, default 30s, must be > 0
-	Agent   Agent           // `agent`
+	Agent   Agent           // `agent`: a mapping, or the name of a Go agent (see Agent.Go); a Go agent's `tools` scripts are in Agent.Tools
 	Model   []ModelResponse // `model`
 	TTS     TTS             // `tts`
 	STT     STT             // `stt`
@@ -35,15 +39,36 @@ type Scenario struct {
 	Faults  []Fault         // `faults`
 	Expect  Expect          // `expect`
 	Sweep   *Sweep          // `sweep`, nil when absent
+
+	// agentFunc makes the Go agent named by Agent.Go, for runs that run its
+	// tool bodies (WithRealTools): each such run gets a fresh agent, as a
+	// call does.
+	agentFunc runtime.AgentFunc
+	// realTools: a Go agent's tools without a script run their Go bodies.
+	realTools bool
 }
 
-// Agent is the agent under test.
+// Agent is the agent under test: written inline in the file, or a Go agent.
+//
+// With `agent: NAME` the agent is the Go agent given as NAME with
+// WithAgents: its instructions and its tools (names, descriptions, JSON
+// schemas, effects, interrupt policies, timeouts, dedupe) come from Go, so
+// a scenario follows the agent it tests when the agent changes. Only the
+// tools' bodies are scripted, in the file's top-level `tools` mapping.
 type Agent struct {
-	Instructions string // `instructions`, default "You are a helpful voice agent."
-	Tools        []Tool // `tools`
+	// Go is the name of the Go agent (`agent: NAME`); "" for an agent
+	// written inline.
+	Go           string
+	Instructions string // `instructions`, default "You are a helpful voice agent."; a Go agent's own
+	// Tools are the inline agent's `tools`, or every tool of the Go agent,
+	// in its order, each with its script from the top-level `tools` (or the
+	// script defaults when it has none).
+	Tools []Tool
 }
 
-// Tool is a scripted tool the agent may call.
+// Tool is a tool the agent may call, with the script its body follows.
+// For a Go agent's tool, Name, Effect, OnInterrupt, Timeout and Dedupe are
+// the Go tool's, and the rest is its script.
 type Tool struct {
 	Name          string          // `name`, required, ^[a-zA-Z0-9_-]{1,64}$, unique among tools
 	Effect        string          // `effect`: "read" | "mutation"; default "mutation"
@@ -55,6 +80,15 @@ type Tool struct {
 	IgnoresCancel bool            // `ignores_cancel`, default false
 	Hang          bool            // `hang`, default false
 	Dedupe        bool            // `dedupe`, default true
+
+	// def is a Go agent's tool, which the runs give the core instead of a
+	// tool built from the fields above: the model sees its description and
+	// schema, and the core validates arguments with it.
+	def *tools.Tool
+	// scripted: the file scripts def's body (a key of the top-level
+	// `tools`). A Go tool without a script runs its Go body under
+	// WithRealTools; without that, the model may not call it.
+	scripted bool
 }
 
 // ModelResponse is one scripted model turn, consumed in order.
@@ -193,13 +227,39 @@ func (e *ParseError) Error() string {
 	return b.String()
 }
 
+// A ParseOption changes how Parse and Load read a scenario.
+type ParseOption func(*scnParser)
+
+// WithAgents gives the Go agents that scenarios may name with `agent:
+// NAME`. Parse calls the named agent's AgentFunc once, with a background
+// context, to read its instructions and tools, then releases it; so a file
+// whose scripts do not fit the agent (a script for a tool it lacks, a call
+// to a tool without a script, an effect restated) is refused with the line,
+// before anything runs.
+func WithAgents(agents map[string]runtime.AgentFunc) ParseOption {
+	return func(p *scnParser) { p.agents = agents }
+}
+
+// WithRealTools makes the Go agent's tools that the scenario does not
+// script run their own Go bodies, on a fresh agent from its AgentFunc for
+// every run, instead of being refused when the model calls them. The
+// bodies run on goroutines, so their time must be the run's virtual time:
+// runs of such a scenario must happen inside a testing/synctest bubble
+// (synctest.Test; simtest.RealTools arranges it), where the run keeps the
+// bubble's fake clock in step with its own; outside one they fail, saying
+// so. Scripted tools keep their scripts, so a test can run the
+// menu lookup for real and still script the payment.
+func WithRealTools() ParseOption {
+	return func(p *scnParser) { p.realTools = true }
+}
+
 // Load reads and parses the file at path.
-func Load(path string) (*Scenario, error) {
+func Load(path string, opts ...ParseOption) (*Scenario, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return Parse(path, data)
+	return Parse(path, data, opts...)
 }
 
 // scnSyntaxLine extracts the line from a yaml.v3 error message, which is the
@@ -209,8 +269,11 @@ var scnSyntaxLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 // Parse parses one scenario; file is used in messages only. On failure it
 // returns every problem found, each a *ParseError, joined with errors.Join
 // and ordered by line, so that a file can be fixed in one go.
-func Parse(file string, data []byte) (*Scenario, error) {
+func Parse(file string, data []byte, opts ...ParseOption) (*Scenario, error) {
 	p := &scnParser{file: file}
+	for _, o := range opts {
+		o(p)
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	switch err := dec.Decode(&doc); {
@@ -253,6 +316,12 @@ func Parse(file string, data []byte) (*Scenario, error) {
 type scnParser struct {
 	file string
 	errs []*ParseError
+
+	agents    map[string]runtime.AgentFunc // WithAgents
+	realTools bool                         // WithRealTools
+	// unscripted lists the Go agent's tools without a script, which the
+	// model may call only under WithRealTools.
+	unscripted map[string]bool
 }
 
 func (p *scnParser) errf(line int, key, format string, args ...any) {
@@ -291,7 +360,7 @@ func (p *scnParser) result() error {
 // are decoded before expect and sweep whatever their order in the file.
 
 func (p *scnParser) scenario(n *yaml.Node) *Scenario {
-	m := p.mapping(n, "", "name", "seed", "timeout", "agent", "model", "tts", "stt", "vad", "line", "user", "faults", "expect", "sweep")
+	m := p.mapping(n, "", "name", "seed", "timeout", "agent", "tools", "model", "tts", "stt", "vad", "line", "user", "faults", "expect", "sweep")
 	s := &Scenario{
 		Name:    m.str("name", ""),
 		Seed:    m.integer("seed", 1, math.MinInt64),
@@ -300,7 +369,19 @@ func (p *scnParser) scenario(n *yaml.Node) *Scenario {
 	if m.require("name") && s.Name == "" {
 		p.errf(m.vals["name"].Line, "name", "must not be empty")
 	}
-	s.Agent = p.agent(m.sub("agent", "instructions", "tools"))
+	if v, key := m.get("agent"); v != nil && v.Kind == yaml.ScalarNode && v.ShortTag() != "!!null" {
+		s.Agent, s.agentFunc = p.goAgent(v, key)
+		s.realTools = p.realTools
+	} else {
+		s.Agent = p.agent(m.sub("agent", "instructions", "tools"))
+	}
+	if v, key := m.get("tools"); v != nil {
+		if s.Agent.Go == "" {
+			p.errf(v.Line, key, "scripts the tools of a Go agent (agent: NAME); an inline agent declares its tools under agent.tools")
+		} else {
+			p.scripts(v, key, &s.Agent)
+		}
+	}
 	for i, item := range m.seq("model") {
 		s.Model = append(s.Model, p.modelResponse(item, scnIndex("model", i)))
 	}
@@ -377,6 +458,122 @@ func (p *scnParser) agent(m *scnMap) Agent {
 	return a
 }
 
+// goAgent makes the Go agent named by v, reads its instructions and tools,
+// and releases it.
+func (p *scnParser) goAgent(v *yaml.Node, key string) (Agent, runtime.AgentFunc) {
+	a := Agent{Go: v.Value}
+	fn := p.agents[a.Go]
+	if fn == nil {
+		if len(p.agents) == 0 {
+			p.errf(v.Line, key, "names the Go agent %q, but none were given: Go agents reach the simulator from Go "+
+				"(sim.WithAgents, simtest.Run); a file for holdline simulate writes its agent inline", a.Go)
+		} else {
+			p.errf(v.Line, key, "no Go agent %q (given: %s)", a.Go, strings.Join(slices.Sorted(maps.Keys(p.agents)), ", "))
+		}
+		return a, nil
+	}
+	agent, release, err := fn(context.Background())
+	if release != nil {
+		defer release()
+	}
+	switch {
+	case err != nil:
+		p.errf(v.Line, key, "Go agent %q: %v", a.Go, err)
+		return a, nil
+	case agent == nil:
+		p.errf(v.Line, key, "Go agent %q: its AgentFunc returned no agent", a.Go)
+		return a, nil
+	}
+	a.Instructions = agent.Instructions
+	p.unscripted = map[string]bool{}
+	for i, def := range agent.Tools {
+		if def == nil {
+			p.errf(v.Line, key, "Go agent %q: tool %d is nil", a.Go, i)
+			continue
+		}
+		if p.unscripted[def.Name()] {
+			p.errf(v.Line, key, "Go agent %q: two tools are named %q", a.Go, def.Name())
+			continue
+		}
+		p.unscripted[def.Name()] = true
+		a.Tools = append(a.Tools, Tool{
+			Name:        def.Name(),
+			Effect:      string(def.Effect()),
+			OnInterrupt: string(def.Policy()),
+			Duration:    100 * time.Millisecond,
+			Timeout:     def.Timeout(),
+			Result:      json.RawMessage(`{"ok":true}`),
+			Dedupe:      def.Dedupe(),
+			def:         def,
+		})
+	}
+	return a, fn
+}
+
+// scripts decodes the top-level tools: a mapping of the Go agent's tool
+// names to the scripts of their bodies.
+func (p *scnParser) scripts(n *yaml.Node, path string, a *Agent) {
+	if n.Kind != yaml.MappingNode {
+		p.errf(n.Line, path, "want a mapping of the Go agent's tool names to scripts, got %s", scnKind(n))
+		return
+	}
+	first := map[string]int{} // tool name -> line of its script
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			p.errf(k.Line, path, "keys must be tool names, got %s", scnKind(k))
+			continue
+		}
+		key := scnJoin(path, k.Value)
+		if line, dup := first[k.Value]; dup {
+			p.errf(k.Line, key, "duplicate script (first at line %d)", line)
+			continue
+		}
+		first[k.Value] = k.Line
+		i := slices.IndexFunc(a.Tools, func(t Tool) bool { return t.Name == k.Value })
+		// Without the agent (already reported) there is nothing to check
+		// the names against.
+		if i < 0 && p.unscripted != nil {
+			have := "it has none"
+			if len(a.Tools) > 0 {
+				names := make([]string, len(a.Tools))
+				for j, t := range a.Tools {
+					names[j] = t.Name
+				}
+				have = "its tools: " + strings.Join(names, ", ")
+			}
+			p.errf(k.Line, key, "the Go agent %q has no tool %q (%s)", a.Go, k.Value, have)
+		}
+		// An empty script (`menu:` or `menu: {}`) takes every default.
+		if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null" {
+			v = &yaml.Node{Kind: yaml.MappingNode, Line: v.Line}
+		}
+		m := p.mapping(v, key, "duration", "result", "error", "ignores_cancel", "hang", "effect", "on_interrupt", "timeout", "dedupe")
+		// What the tool is comes from Go; a copy here could only drift.
+		for _, g := range []struct{ key, option string }{
+			{"effect", "tools.WithEffect"}, {"on_interrupt", "tools.WithInterruptPolicy"},
+			{"timeout", "tools.WithTimeout"}, {"dedupe", "tools.WithDedupe"},
+		} {
+			if gv, gkey := m.get(g.key); gv != nil {
+				p.errf(gv.Line, gkey, "comes from the Go tool (%s), not the script: remove it", g.option)
+			}
+		}
+		if i < 0 {
+			continue
+		}
+		t := &a.Tools[i]
+		t.Duration = m.dur("duration", t.Duration, false)
+		t.Error = m.str("error", "")
+		t.IgnoresCancel = m.boolean("ignores_cancel", false)
+		t.Hang = m.boolean("hang", false)
+		if rv, rkey := m.get("result"); rv != nil {
+			t.Result = p.toJSON(rv, rkey)
+		}
+		t.scripted = true
+		delete(p.unscripted, t.Name)
+	}
+}
+
 func (p *scnParser) modelResponse(n *yaml.Node, path string) ModelResponse {
 	m := p.mapping(n, path, "ttfb", "text", "tool_calls")
 	r := ModelResponse{TTFB: m.dur("ttfb", 300*time.Millisecond, false), Text: m.str("text", "")}
@@ -385,6 +582,9 @@ func (p *scnParser) modelResponse(n *yaml.Node, path string) ModelResponse {
 		call := ToolCall{ID: c.str("id", ""), Name: c.str("name", ""), Args: json.RawMessage(`{}`)}
 		if v, key := c.get("name"); c.require("name") && call.Name == "" {
 			p.errf(v.Line, key, "must not be empty")
+		} else if p.unscripted[call.Name] && !p.realTools {
+			p.errf(v.Line, key, "the model calls the Go tool %q, which has no script: give it one in the top-level tools "+
+				"(e.g. tools: {%s: {result: {ok: true}}}), or run its Go body (WithRealTools, simtest.RealTools)", call.Name, call.Name)
 		}
 		if v, key := c.get("args"); v != nil {
 			if v.Kind != yaml.MappingNode {
@@ -437,8 +637,8 @@ func (p *scnParser) userAction(n *yaml.Node, path string) UserAction {
 func (p *scnParser) expect(m *scnMap, s *Scenario) Expect {
 	e := Expect{
 		MaxStall:              m.dur("max_stall", 100*time.Millisecond, true),
-		ToolRuns:              p.toolCounts(m, "tool_runs", s.Agent.Tools),
-		ToolRunsMax:           p.toolCounts(m, "tool_runs_max", s.Agent.Tools),
+		ToolRuns:              p.toolCounts(m, "tool_runs", s.Agent),
+		ToolRunsMax:           p.toolCounts(m, "tool_runs_max", s.Agent),
 		EveryCallAnswered:     m.boolean("every_call_answered", true),
 		ContextMatchesPlayout: m.boolean("context_matches_playout", true),
 	}
@@ -508,7 +708,7 @@ func scnCheckAfter(after string, s *Scenario) string {
 }
 
 // toolCounts decodes a mapping of declared tool names to run counts.
-func (p *scnParser) toolCounts(m *scnMap, k string, tools []Tool) map[string]int {
+func (p *scnParser) toolCounts(m *scnMap, k string, a Agent) map[string]int {
 	v, path := m.get(k)
 	if v == nil {
 		return nil
@@ -531,7 +731,11 @@ func (p *scnParser) toolCounts(m *scnMap, k string, tools []Tool) map[string]int
 			continue
 		}
 		seen[kn.Value] = true
-		if !slices.ContainsFunc(tools, func(t Tool) bool { return t.Name == kn.Value }) {
+		switch {
+		case slices.ContainsFunc(a.Tools, func(t Tool) bool { return t.Name == kn.Value }):
+		case a.Go != "":
+			p.errf(kn.Line, key, "the Go agent %q has no tool %q", a.Go, kn.Value)
+		default:
 			p.errf(kn.Line, key, "no tool %q in agent.tools", kn.Value)
 		}
 		if c, ok := p.integer(vn, key, 0); ok {
@@ -905,12 +1109,28 @@ func scnParseIndex(s string) (int, bool) {
 
 // scnParams lists the parameter paths, for messages.
 const scnParams = "timeout, user.N.at, user.N.duration, faults.N.at, faults.N.duration, model.N.ttfb, " +
-	"agent.tools.N.duration, agent.tools.N.timeout, tts.ttfb, stt.latency, line.echo.delay, line.echo.learn, " +
+	"agent.tools.N.duration, agent.tools.N.timeout, tools.NAME.duration, tts.ttfb, stt.latency, line.echo.delay, line.echo.learn, " +
 	"vad.onset, vad.endpointing, expect.max_stall"
 
 // scnParam resolves a parameter path to the field it names, and says
 // whether the field must be > 0 rather than >= 0.
 func (s *Scenario) scnParam(param string) (*time.Duration, bool, error) {
+	// A Go tool's script, by the tool's name (which has no dots).
+	if rest, ok := strings.CutPrefix(param, "tools."); ok {
+		name, field, _ := strings.Cut(rest, ".")
+		i := slices.IndexFunc(s.Agent.Tools, func(t Tool) bool { return t.Name == name })
+		switch {
+		case field != "duration":
+			return nil, false, fmt.Errorf("parameter %q: a script's parameter is tools.NAME.duration", param)
+		case s.Agent.Go == "":
+			return nil, false, fmt.Errorf("parameter %q: the agent is written inline; its tools are agent.tools.N", param)
+		case i < 0:
+			return nil, false, fmt.Errorf("parameter %q: the Go agent %q has no tool %q", param, s.Agent.Go, name)
+		case !s.Agent.Tools[i].scripted:
+			return nil, false, fmt.Errorf("parameter %q: tool %q has no script in tools", param, name)
+		}
+		return &s.Agent.Tools[i].Duration, false, nil
+	}
 	// Replace the one index with N to get the shape of the path.
 	parts := strings.Split(param, ".")
 	idx := -1
@@ -968,6 +1188,10 @@ func (s *Scenario) scnParam(param string) (*time.Duration, bool, error) {
 		}
 		return &s.Model[i].TTFB, false, nil
 	case "agent.tools.N.duration", "agent.tools.N.timeout":
+		if s.Agent.Go != "" {
+			return nil, false, fmt.Errorf("parameter %q: the agent is the Go agent %q, whose timeouts come from Go; "+
+				"a script's duration is tools.NAME.duration", param, s.Agent.Go)
+		}
 		i, err := index(len(s.Agent.Tools), "tool")
 		if err != nil {
 			return nil, false, err
@@ -993,7 +1217,8 @@ func (s *Scenario) scnParam(param string) (*time.Duration, bool, error) {
 // Set sets the duration parameter at path, the notation used by sweep.param
 // and the --set flag. Indexes are 0-based. Valid paths: "timeout",
 // "user.N.at", "user.N.duration", "faults.N.at", "faults.N.duration", "model.N.ttfb",
-// "agent.tools.N.duration", "agent.tools.N.timeout", "tts.ttfb",
+// "agent.tools.N.duration", "agent.tools.N.timeout" (an inline agent's
+// tools), "tools.NAME.duration" (a Go agent's scripted tool), "tts.ttfb",
 // "stt.latency", "line.echo.delay", "line.echo.learn", "vad.onset", "vad.endpointing", "expect.max_stall".
 // An unknown path or an out-of-range index is an error naming the path; so is
 // a negative d, or a zero d for a parameter that a scenario file requires to

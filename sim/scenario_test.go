@@ -153,7 +153,7 @@ func TestScenarioParseErrors(t *testing.T) {
 		want string // the whole message, or a prefix of it ending in "..."
 	}{
 		{"unknown top-level key", "name: x\ncolour: red\n",
-			"t.yaml:2: colour: unknown key; known keys: name, seed, timeout, agent, model, tts, stt, vad, line, user, faults, expect, sweep"},
+			"t.yaml:2: colour: unknown key; known keys: name, seed, timeout, agent, tools, model, tts, stt, vad, line, user, faults, expect, sweep"},
 		{"unknown tool key", "name: x\nagent:\n  tools:\n    - name: a\n      ignore_cancel: true\n",
 			"t.yaml:5: agent.tools.0.ignore_cancel: unknown key; known keys: name, effect, on_interrupt, duration, timeout, result, error, ignores_cancel, hang, dedupe"},
 		{"duplicate key", "name: x\nseed: 1\nseed: 2\n", "t.yaml:3: seed: duplicate key (first at line 2)"},
@@ -288,7 +288,7 @@ colour: red
 		`m.yaml:2: expect.tool_runs.ghost: no tool "ghost" in agent.tools`,
 		`m.yaml:3: timeout: "soon" is not a duration (want e.g. 400ms or 1.5s)`,
 		`m.yaml:6: agent.tools.0.effect: "write" is not one of read, mutation`,
-		"m.yaml:7: colour: unknown key; known keys: name, seed, timeout, agent, model, tts, stt, vad, line, user, faults, expect, sweep",
+		"m.yaml:7: colour: unknown key; known keys: name, seed, timeout, agent, tools, model, tts, stt, vad, line, user, faults, expect, sweep",
 	}
 	if err == nil || err.Error() != strings.Join(want, "\n") {
 		t.Errorf("error =\n%v\nwant\n%s", err, strings.Join(want, "\n"))

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"time"
 )
 
@@ -32,6 +33,9 @@ type Result struct {
 	First *Run `json:"first,omitempty"`
 	// Err is set when the scenario could not be run at all.
 	Err string `json:"error,omitempty"`
+	// Set is Options.Set, the parameters every run had fixed; a replay
+	// fixes them too.
+	Set map[string]time.Duration `json:"-"`
 }
 
 // OK reports whether every run passed.
@@ -39,7 +43,12 @@ func (r *Result) OK() bool { return r.Err == "" && len(r.Failures) == 0 }
 
 // RunScenario runs sc as opts says and collects the failing runs.
 func RunScenario(sc *Scenario, opts Options) *Result {
-	res := &Result{File: sc.File, Name: sc.Name}
+	res := &Result{File: sc.File, Name: sc.Name, Set: maps.Clone(opts.Set)}
+	if sc.realTools && sc.agentFunc != nil && !inBubble() {
+		res.Err = "the scenario runs Go tool bodies (WithRealTools), which need a testing/synctest bubble: " +
+			"call RunScenario from synctest.Test, or use simtest.RealTools"
+		return res
+	}
 	base := sc.Clone()
 	for param, v := range opts.Set {
 		if err := base.Set(param, v); err != nil {
