@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"testing/synctest"
 	"time"
 
 	"github.com/holdline/holdline/runtime"
@@ -47,7 +46,7 @@ type landing struct {
 // newBodies makes this run's agent; it fails outside a bubble, where a
 // body's sleep would take wall-clock time.
 func newBodies(r *run, fn runtime.AgentFunc) (*bodies, error) {
-	if !inBubble() {
+	if !inBubble(r.sc.realTools) {
 		return nil, errors.New("Go tool bodies (WithRealTools) run only inside a testing/synctest bubble: " +
 			"call RunScenario or RunOnce from synctest.Test, or use simtest.RealTools")
 	}
@@ -77,13 +76,13 @@ func newBodies(r *run, fn runtime.AgentFunc) (*bodies, error) {
 
 // inBubble reports whether the caller runs inside a synctest bubble:
 // synctest.Wait panics outside one.
-func inBubble() (in bool) {
+func inBubble(wait func()) (in bool) {
 	defer func() {
 		if recover() != nil {
 			in = false
 		}
 	}()
-	synctest.Wait()
+	wait()
 	return true
 }
 
@@ -163,7 +162,7 @@ func (b *bodies) advance(next time.Duration, ok bool) bool {
 		t.Stop()
 	}
 	// Every body woken at this instant goes as far as it can.
-	synctest.Wait()
+	b.r.sc.realTools()
 	for more := true; more; {
 		select {
 		case l := <-b.done:

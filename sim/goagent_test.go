@@ -275,7 +275,7 @@ expect:
 	if _, err := Parse("real.yaml", []byte(src), pizzaAgents()); err == nil {
 		t.Fatal("without WithRealTools a call to an unscripted tool was accepted")
 	}
-	sc, err := Parse("real.yaml", []byte(src), pizzaAgents(), WithRealTools())
+	sc, err := Parse("real.yaml", []byte(src), pizzaAgents(), WithRealTools(synctest.Wait))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ expect:
   events:
     - {kind: tool_terminal, tool: place_order, state: cancelled, count: 1}
 `
-	sc, err := Parse("cancel.yaml", []byte(src), pizzaAgents(tools.WithInterruptPolicy(tools.Cancel)), WithRealTools())
+	sc, err := Parse("cancel.yaml", []byte(src), pizzaAgents(tools.WithInterruptPolicy(tools.Cancel)), WithRealTools(synctest.Wait))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,7 +433,7 @@ user:
   - {at: 0s, inject: "A human, please."}
 expect:
   final_context_contains: ["transferred"]
-`), agents, WithRealTools())
+`), agents, WithRealTools(synctest.Wait))
 	if err != nil {
 		t.Fatal(err)
 	}

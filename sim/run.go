@@ -122,7 +122,7 @@ func start(sc *Scenario, seed int64, cache toolCache) *run {
 	r.edges.in = newInput(r)
 	agent := &runtime.Agent{Name: sc.Name, Instructions: sc.Agent.Instructions}
 	var fresh map[string]*tools.Tool // the tools of this run's Go agent
-	if sc.realTools && sc.agentFunc != nil {
+	if sc.realTools != nil && sc.agentFunc != nil {
 		b, err := newBodies(r, sc.agentFunc)
 		if err != nil {
 			r.violate("%v", err)

@@ -44,8 +44,9 @@ type Scenario struct {
 	// tool bodies (WithRealTools): each such run gets a fresh agent, as a
 	// call does.
 	agentFunc runtime.AgentFunc
-	// realTools: a Go agent's tools without a script run their Go bodies.
-	realTools bool
+	// realTools, when set, is synctest.Wait: a Go agent's tools without a
+	// script run their Go bodies.
+	realTools func()
 }
 
 // Agent is the agent under test: written inline in the file, or a Go agent.
@@ -247,10 +248,12 @@ func WithAgents(agents map[string]runtime.AgentFunc) ParseOption {
 // runs of such a scenario must happen inside a testing/synctest bubble
 // (synctest.Test; simtest.RealTools arranges it), where the run keeps the
 // bubble's fake clock in step with its own; outside one they fail, saying
-// so. Scripted tools keep their scripts, so a test can run the
-// menu lookup for real and still script the payment.
-func WithRealTools() ParseOption {
-	return func(p *scnParser) { p.realTools = true }
+// so. wait is the bubble's synctest.Wait, which the run calls to let every
+// body go as far as it can at each instant (sim leaves the testing
+// packages to tests). Scripted tools keep their scripts, so a test can run
+// the menu lookup for real and still script the payment.
+func WithRealTools(wait func()) ParseOption {
+	return func(p *scnParser) { p.realTools = wait }
 }
 
 // Load reads and parses the file at path.
@@ -318,7 +321,7 @@ type scnParser struct {
 	errs []*ParseError
 
 	agents    map[string]runtime.AgentFunc // WithAgents
-	realTools bool                         // WithRealTools
+	realTools func()                       // WithRealTools
 	// unscripted lists the Go agent's tools without a script, which the
 	// model may call only under WithRealTools.
 	unscripted map[string]bool
@@ -582,7 +585,7 @@ func (p *scnParser) modelResponse(n *yaml.Node, path string) ModelResponse {
 		call := ToolCall{ID: c.str("id", ""), Name: c.str("name", ""), Args: json.RawMessage(`{}`)}
 		if v, key := c.get("name"); c.require("name") && call.Name == "" {
 			p.errf(v.Line, key, "must not be empty")
-		} else if p.unscripted[call.Name] && !p.realTools {
+		} else if p.unscripted[call.Name] && p.realTools == nil {
 			p.errf(v.Line, key, "the model calls the Go tool %q, which has no script: give it one in the top-level tools "+
 				"(e.g. tools: {%s: {result: {ok: true}}}), or run its Go body (WithRealTools, simtest.RealTools)", call.Name, call.Name)
 		}

@@ -44,7 +44,7 @@ func (r *Result) OK() bool { return r.Err == "" && len(r.Failures) == 0 }
 // RunScenario runs sc as opts says and collects the failing runs.
 func RunScenario(sc *Scenario, opts Options) *Result {
 	res := &Result{File: sc.File, Name: sc.Name, Set: maps.Clone(opts.Set)}
-	if sc.realTools && sc.agentFunc != nil && !inBubble() {
+	if sc.realTools != nil && sc.agentFunc != nil && !inBubble(sc.realTools) {
 		res.Err = "the scenario runs Go tool bodies (WithRealTools), which need a testing/synctest bubble: " +
 			"call RunScenario from synctest.Test, or use simtest.RealTools"
 		return res

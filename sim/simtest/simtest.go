@@ -128,7 +128,7 @@ func Run(t *testing.T, pattern string, agents map[string]runtime.AgentFunc, opts
 	}
 	parse := []sim.ParseOption{sim.WithAgents(agents)}
 	if c.realTools {
-		parse = append(parse, sim.WithRealTools())
+		parse = append(parse, sim.WithRealTools(synctest.Wait))
 	}
 	runOpts := sim.Options{Sweep: c.runs}
 	if replaySeed != nil || len(replaySet) > 0 {
