@@ -67,7 +67,7 @@ test: test-deps models vet build
 	# The browser tests time the agent's audio at the page in real time: run
 	# alone, not beside every other package's tests on two cores.
 	HOLDLINE_MODELS_DIR=$(MODELS_DIR) HOLDLINE_REQUIRE_MODELS=1 $(GO) test -race -count=1 -timeout 15m -artifacts -run '^TestBrowser' ./cli
-	./$(BIN) simulate examples/scenarios --sweep 2000
+	./$(BIN) simulate examples/scenarios examples/pizza/scenarios --sweep 2000
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./media/ ./runtime/ ./vad/ ./tools/ ./sim/ ./llm/openai/ ./tts/espeak/ ./stt/pocketsphinx/

@@ -35,7 +35,7 @@ func Main(agents map[string]runtime.AgentFunc, opts ...Option) {
 // []string{"console", "--agent", "pizza"}) until it ends or ctx does. It
 // is Main for tests and for programs that do more than the command line.
 func Run(ctx context.Context, args []string, agents map[string]runtime.AgentFunc, opts ...Option) error {
-	c := &cli{agents: agents, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
+	c := &cli{name: programName(), agents: agents, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
 	for _, o := range opts {
 		o(c)
 	}
@@ -66,8 +66,15 @@ func WithFlags(register func(fs *flag.FlagSet)) Option {
 	return func(c *cli) { c.flags = append(c.flags, register) }
 }
 
+// WithName is the program's name in its usage and in the commands it
+// prints (a scenario's replay line); by default the name it was run as.
+func WithName(name string) Option {
+	return func(c *cli) { c.name = name }
+}
+
 // cli is one run of the command line.
 type cli struct {
+	name         string
 	agents       map[string]runtime.AgentFunc
 	defaultAgent string
 	flags        []func(*flag.FlagSet)
@@ -106,7 +113,7 @@ agents: %[3]s
 `
 
 func (c *cli) usage() string {
-	return fmt.Sprintf(usage, programName(), c.agentDefault(), c.agentNames())
+	return fmt.Sprintf(usage, c.name, c.agentDefault(), c.agentNames())
 }
 
 func (c *cli) run(ctx context.Context, args []string) error {

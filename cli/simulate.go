@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -16,7 +15,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/sim"
 )
 
@@ -86,7 +84,7 @@ func (c *cli) simulateCmd(ctx context.Context, args []string) error {
 	scenarios := make([]*sim.Scenario, len(paths))
 	var loadErrs []error
 	for i, p := range paths {
-		sc, err := sim.Load(p)
+		sc, err := sim.Load(p, sim.WithAgents(c.agents))
 		if err != nil {
 			loadErrs = append(loadErrs, err)
 			continue
@@ -130,8 +128,15 @@ func (c *cli) simulateCmd(ctx context.Context, args []string) error {
 			return err
 		}
 	} else {
+		// The replay line names this program, which runs the files'
+		// Go agents too.
+		replay := sim.WithReplayCommand(func(p sim.Replay) string {
+			return c.name + strings.TrimPrefix(p.String(), "holdline")
+		})
 		for _, r := range results {
-			printResult(stdout, r, opts)
+			if err := r.Report(stdout, replay); err != nil {
+				return err
+			}
 		}
 		rate := float64(total) / max(elapsed.Seconds(), 1e-9)
 		fmt.Fprintf(stdout, "\n%d files, %d runs, %d failed (%.0f runs/s)\n", len(results), total, failed, rate)
@@ -170,75 +175,4 @@ func scenarioPaths(args []string) ([]string, error) {
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
-}
-
-// printResult prints one file's outcome; for a failure, every failing run
-// with its violations, the timeline of the first, and how to replay it.
-func printResult(w io.Writer, r *sim.Result, opts sim.Options) {
-	if r.Err != "" {
-		fmt.Fprintf(w, "ERROR %s (%s): %s\n", r.File, r.Name, r.Err)
-		return
-	}
-	if r.OK() {
-		fmt.Fprintf(w, "ok    %s (%s): %d runs\n", r.File, r.Name, r.Runs)
-		if r.First != nil {
-			printTimeline(w, r.First)
-		}
-		return
-	}
-	fmt.Fprintf(w, "FAIL  %s (%s): %d of %d runs failed\n", r.File, r.Name, len(r.Failures), r.Runs)
-	const listed = 10
-	for i, run := range r.Failures {
-		if i == listed {
-			fmt.Fprintf(w, "  ... and %d more failing runs\n", len(r.Failures)-listed)
-			break
-		}
-		fmt.Fprintf(w, "  run seed=%d%s\n", run.Seed, swept(run))
-		for _, v := range run.Violations {
-			fmt.Fprintf(w, "    - %s\n", v)
-		}
-	}
-	first := r.Failures[0]
-	printTimeline(w, first)
-	replay := fmt.Sprintf("holdline simulate %s --seed %d", r.File, first.Seed)
-	if first.Param != "" {
-		replay += fmt.Sprintf(" --set %s=%v", first.Param, first.Value)
-	}
-	for p, v := range opts.Set {
-		if p != first.Param {
-			replay += fmt.Sprintf(" --set %s=%v", p, v)
-		}
-	}
-	fmt.Fprintf(w, "  replay: %s\n", replay)
-}
-
-func printTimeline(w io.Writer, run *sim.Run) {
-	fmt.Fprintf(w, "  timeline of seed=%d%s:\n", run.Seed, swept(run))
-	for _, e := range run.Events {
-		fmt.Fprintf(w, "    %s\n", timelineLine(e))
-	}
-}
-
-func swept(r *sim.Run) string {
-	if r.Param == "" {
-		return ""
-	}
-	return fmt.Sprintf(" %s=%v", r.Param, r.Value)
-}
-
-func timelineLine(e events.Event) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%9s  e%-2d %s", e.At.Round(time.Microsecond), e.Epoch, e.Kind)
-	for _, f := range [][2]string{{"call", e.CallID}, {"tool", e.Tool}, {"state", e.State}, {"reason", e.Reason}, {"provider", e.Provider}} {
-		if f[1] != "" {
-			fmt.Fprintf(&b, " %s=%s", f[0], f[1])
-		}
-	}
-	if e.Text != "" {
-		fmt.Fprintf(&b, " %q", e.Text)
-	}
-	if e.Error != "" {
-		fmt.Fprintf(&b, " error=%q", e.Error)
-	}
-	return b.String()
 }

@@ -9,7 +9,7 @@
 // command that replays it.
 //
 //	func TestPizzaScenarios(t *testing.T) {
-//		simtest.Run(t, "testdata/*.yaml", map[string]runtime.AgentFunc{"pizza": pizza.Agent})
+//		simtest.Run(t, "testdata/*.yaml", map[string]runtime.AgentFunc{"pizza": pizza.New})
 //	}
 //
 // # Real tool bodies
