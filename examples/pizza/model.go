@@ -22,7 +22,7 @@ func say(text string, calls ...scripted.Call) scripted.Response {
 
 var (
 	numberWords = map[string]int{"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "1": 1, "2": 2, "3": 3, "4": 4}
-	orderRE     = regexp.MustCompile(`\b(a|an|one|two|three|four|[1-4])?\s*(margherita|pepperoni|veggie)s?\b`)
+	orderRE     = regexp.MustCompile(`\b(a|an|one|two|three|four|[1-4])?\s*(margherita|margarita|pepperoni|veggie)s?\b`)
 )
 
 // answer is the model: what to say (and call) given the conversation.
@@ -98,7 +98,11 @@ func parseOrder(text string) (OrderArgs, bool) {
 	if m[1] != "" {
 		n = numberWords[m[1]]
 	}
-	return OrderArgs{Pizza: m[2], Quantity: n}, true
+	pizza := m[2]
+	if pizza == "margarita" { // as a recogniser spells it
+		pizza = "margherita"
+	}
+	return OrderArgs{Pizza: pizza, Quantity: n}, true
 }
 
 // askedToConfirm reports whether the agent's last message before the

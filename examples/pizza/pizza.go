@@ -124,11 +124,13 @@ func (k *Kitchen) Tools() []*tools.Tool {
 	return []*tools.Tool{menu, order, transfer}
 }
 
-// Phrases are what callers say, for a recogniser that listens for them.
+// Phrases are what callers say, for a recogniser that listens for them,
+// spelled as they sound: the local recogniser's dictionary has
+// "margarita", not "margherita".
 var Phrases = []string{
 	"what pizzas do you have", "what's on the menu", "the menu please",
-	"one margherita", "two margheritas", "one pepperoni", "two pepperoni", "three pepperoni",
-	"one veggie", "two veggie", "I'd like a pepperoni", "I want two margheritas",
+	"one margarita", "two margaritas", "one pepperoni", "two pepperoni", "three pepperoni",
+	"one veggie", "two veggies", "I'd like a pepperoni", "I want two margaritas",
 	"yes", "yes please", "no", "wait", "cancel that",
 	"can I talk to a person", "a human please",
 	"thank you", "goodbye",
