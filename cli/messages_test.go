@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -209,7 +210,11 @@ func TestServePrintsItsEnginesAndNeverTheKey(t *testing.T) {
 	if len(lines) == 0 || !strings.HasPrefix(lines[0], "Holdline is serving the booking agent at http://127.0.0.1:") {
 		t.Fatalf("the first line is not the URL:\n%s", got)
 	}
-	for _, role := range []string{"model:", "voice:", "recogniser:"} {
+	// The booking agent brings its own model; the key fills the others.
+	if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "model:      the agent's own") }) {
+		t.Error("no model line naming the agent's own model")
+	}
+	for _, role := range []string{"voice:", "recogniser:"} {
 		found := false
 		for _, l := range lines {
 			if strings.HasPrefix(l, role) {
