@@ -206,27 +206,7 @@ func newUserModule(t *testing.T, repo string) string {
 	if err := os.WriteFile(filepath.Join(dir, "main.go"), main, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// The repository's requirements, so the build resolves offline.
-	repoMod, err := os.ReadFile(filepath.Join(repo, "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var requires []string
-	for _, block := range strings.Split(string(repoMod), "require")[1:] {
-		requires = append(requires, "require"+strings.SplitN(block, ")", 2)[0]+")")
-	}
-	gomod := "module example.com/pizzashop\n\ngo 1.26\n\nrequire github.com/holdline/holdline v0.0.0\n\n" +
-		strings.Join(requires, "\n\n") + "\n\nreplace github.com/holdline/holdline => " + repo + "\n"
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sum, err := os.ReadFile(filepath.Join(repo, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeModule(t, dir, repo, "example.com/pizzashop")
 	return dir
 }
 
@@ -293,4 +273,78 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// The README's Go quick-start, as it stands there, builds in a module of
+// its own and talks in the console: its tool runs and its answer prints.
+func TestReadmeQuickStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a module")
+	}
+	t.Setenv("OPENAI_API_KEY", "")
+	needEspeak(t)
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(repo, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "## Your own agent in Go")
+	if !ok {
+		t.Fatal(`the README has no "Your own agent in Go" section`)
+	}
+	_, code, ok := strings.Cut(section, "```go\n")
+	if !ok {
+		t.Fatal("the quick-start has no Go block")
+	}
+	code, _, _ = strings.Cut(code, "```")
+	t.Logf("the quick-start's main.go: %d lines", strings.Count(code, "\n"))
+	dir := t.TempDir()
+	writeModule(t, dir, repo, "example.com/weather")
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "weather")
+	goCmd(t, dir, nil, "build", "-o", bin, ".")
+	cmd := exec.Command(bin, "console")
+	cmd.Dir = dir
+	cmd.Stdin = strings.NewReader("what's the weather in Paris?\n")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("console: %v\n%s", err, out)
+	}
+	for _, want := range []string{"tool: get_weather -> succeeded", "agent: It's sunny and 21 degrees in Paris."} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("console lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// writeModule writes go.mod and go.sum for module path in dir, using the
+// repository through a replace directive with the repository's own
+// requirements, so the build resolves offline.
+func writeModule(t *testing.T, dir, repo, path string) {
+	t.Helper()
+	repoMod, err := os.ReadFile(filepath.Join(repo, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var requires []string
+	for _, block := range strings.Split(string(repoMod), "require")[1:] {
+		requires = append(requires, "require"+strings.SplitN(block, ")", 2)[0]+")")
+	}
+	gomod := "module " + path + "\n\ngo 1.26\n\nrequire github.com/holdline/holdline v0.0.0\n\n" +
+		strings.Join(requires, "\n\n") + "\n\nreplace github.com/holdline/holdline => " + repo + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := os.ReadFile(filepath.Join(repo, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
