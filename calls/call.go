@@ -395,8 +395,10 @@ func (c *Call) Connected() {
 	c.mu.Unlock()
 	switch {
 	case first:
-		c.h.spawn(c.run)
+		// The store's goroutine first: on a closed host spawn runs each
+		// in turn, and the session's end waits for the store's.
 		c.h.spawn(c.runStore)
+		c.h.spawn(c.run)
 		if c.resumed != nil {
 			words := c.h.cfg.words[c.origin]
 			c.h.spawn(func() {
