@@ -164,6 +164,7 @@ type Call struct {
 	resumed *handoff.Snapshot
 	done    chan struct{} // closed once ended and the session stopped
 	endedC  chan struct{} // closed by finish
+	stored  chan struct{} // closed once runStore has returned: no more checkpoint writes
 
 	playing atomic.Bool // a turn's audio is playing
 
@@ -194,7 +195,7 @@ func (h *Host) Start(ctx context.Context, spec Spec, line Line) (*Call, error) {
 		id = NewID(spec.Kind)
 	}
 	c := &Call{h: h, id: id, kind: spec.Kind, origin: spec.Origin, started: time.Now(), rec: spec.Recovery,
-		line: line, resumed: spec.Resumed, log: newEventLog(h.cfg.history), done: make(chan struct{}), endedC: make(chan struct{}), aliases: map[string]time.Duration{}}
+		line: line, resumed: spec.Resumed, log: newEventLog(h.cfg.history), done: make(chan struct{}), endedC: make(chan struct{}), stored: make(chan struct{}), aliases: map[string]time.Duration{}}
 	if err := h.reserve(c); err != nil {
 		return nil, err
 	}
@@ -250,6 +251,11 @@ func (c *Call) prepare(ctx context.Context, spec Spec) error {
 		runtime.WithContinuousOutput(),
 		runtime.WithInput(spec.Input),
 		runtime.WithLogger(c.h.cfg.log.With("session", c.id, "transport", c.kind)),
+		// The agent (or the app, through Session.End) ends the call as
+		// the caller hanging up does: everywhere, the line hung up. The
+		// session calls this before Run returns, so its reason is the
+		// call's, not run's "session ended".
+		runtime.WithHangup(c.End),
 	}
 	if tl, ok := c.line.(Transferrer); ok {
 		opts = append(opts, runtime.WithTransferer(c.transferVia(tl)))
@@ -389,8 +395,10 @@ func (c *Call) Connected() {
 	c.mu.Unlock()
 	switch {
 	case first:
-		c.h.spawn(c.run)
+		// The store's goroutine first: on a closed host spawn runs each
+		// in turn, and the session's end waits for the store's.
 		c.h.spawn(c.runStore)
+		c.h.spawn(c.run)
 		if c.resumed != nil {
 			words := c.h.cfg.words[c.origin]
 			c.h.spawn(func() {
@@ -433,7 +441,14 @@ func (c *Call) run() {
 	if err != nil && c.ctx.Err() == nil {
 		c.h.cfg.log.Error("session failed", "session", c.id, "transport", c.kind, "err", err)
 	}
-	c.End("session ended")
+	if c.h.ctx.Err() != nil {
+		// The host is closing (Close ends the session through the
+		// host's context): the worker goes away, not the call, whether
+		// this or Close gets to end it first.
+		c.Release("the worker closed")
+	} else {
+		c.End("session ended")
+	}
 	c.release()
 }
 
@@ -441,6 +456,7 @@ func (c *Call) run() {
 // until the call ends; a call whose session another worker took over
 // ends here.
 func (c *Call) runStore() {
+	defer close(c.stored)
 	if c.cp == nil {
 		return
 	}
@@ -499,7 +515,18 @@ func (c *Call) finish(reason string, how ending) {
 			c.sub.Close() // Run never closed the bus: end the pump here
 			c.release()
 		}
-		c.h.forget(c)
+		if c.cp != nil && ran && how != endLost {
+			// The checkpointer writes what the session's last moments
+			// left pending as its ctx ends: a write landing after the
+			// delete would bring an ended call back, one after the
+			// release would race the next worker. (endLost: runStore
+			// itself is ending the call.)
+			select {
+			case <-c.stored:
+			case <-time.After(storeTimeout):
+				c.h.cfg.log.Warn("the last checkpoint write did not finish in time", "session", c.id)
+			}
+		}
 		if c.cp != nil {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), storeTimeout)
 			switch how {
@@ -515,6 +542,9 @@ func (c *Call) finish(reason string, how ending) {
 			}
 			cancel()
 		}
+		// Off the host's list only now: a call gone from it is gone from
+		// the store too.
+		c.h.forget(c)
 		c.h.metrics.sessionsActive.WithLabelValues(c.kind).Dec()
 		c.h.cfg.log.Info("session ended", "session", c.id, "transport", c.kind, "reason", reason)
 		c.line.Hangup(reason)

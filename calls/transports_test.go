@@ -13,7 +13,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,13 +23,14 @@ import (
 	"github.com/holdline/holdline/calls/callstest"
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/handoff"
-	"github.com/holdline/holdline/webrtc/rtctest"
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/scripted"
 	"github.com/holdline/holdline/server"
 	"github.com/holdline/holdline/sip"
 	"github.com/holdline/holdline/store"
+	"github.com/holdline/holdline/tools"
+	"github.com/holdline/holdline/webrtc/rtctest"
 )
 
 // caller is one call placed by a transport's client.
@@ -39,6 +42,9 @@ type caller interface {
 	// cut is over, and picked up again by a redial).
 	drop(t *testing.T) bool
 	restore(t *testing.T) bool
+	// hungUpOn waits until the caller's side has seen the agent's side
+	// hang up (the host ended the call), as the transport tells it.
+	hungUpOn(t *testing.T)
 }
 
 // transport is one row of the table: how to serve a transport on a host,
@@ -62,8 +68,11 @@ var transports = []transport{
 // API while it is live; a connection lost and restored is told to the
 // session; a transfer's handoff token leads another worker to the
 // session, with the transport's facts; a call the caller ends is deleted
-// from the store; a host that closes releases its calls there, for
-// another worker to take over.
+// from the store; an event sink given in the host's session options sees
+// each call's every event, from the first (the greeting's) to the last;
+// the agent hanging up (end_call) hangs up the transport's side once the
+// goodbye has played, and deletes the call; a host that closes releases
+// its calls in the store, for another worker to take over.
 func TestEveryTransportHasTheSameLifecycle(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.kind, func(t *testing.T) {
@@ -72,7 +81,8 @@ func TestEveryTransportHasTheSameLifecycle(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { st.Close() })
-			h := newHost(t, st, "worker-a")
+			sink := newSinkLog()
+			h := newHost(t, st, "worker-a", calls.WithSessionOptions(runtime.WithEventSink(sink.add)))
 			dial := tr.serve(t, h)
 			api := httptest.NewServer(apiOf(t, h))
 			t.Cleanup(api.Close)
@@ -138,6 +148,32 @@ func TestEveryTransportHasTheSameLifecycle(t *testing.T) {
 				t.Errorf("metrics after the call ended:\n%s", grepLines(m, "holdline_sessions_"))
 			}
 
+			// The host's event sink saw the whole call, from its first
+			// event: the greeting's too.
+			sink.checkWholeCall(t, id, "")
+
+			// The agent hangs up: its goodbye plays, then the transport
+			// hangs up its side, and the call is over everywhere.
+			c3 := dial(t)
+			id3 := waitCall(t, h, tr.kind)
+			waitEvent(t, h, id3, events.PlayoutDone) // the greeting
+			hc := h.Lookup(id3)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			r, err := hc.Session().Ask(ctx, "Goodbye.")
+			cancel()
+			if !errors.Is(err, runtime.ErrSessionClosed) || r.Heard != "Thanks for calling, goodbye!" {
+				t.Errorf("the agent's goodbye: %q, %v; want it heard, and the session closed", r.Heard, err)
+			}
+			c3.hungUpOn(t)
+			waitGone(t, h, id3)
+			if got := hc.Reason(); got != "the caller said goodbye" {
+				t.Errorf("the call ended for %q; want the agent's reason", got)
+			}
+			if _, err := st.Load(context.Background(), id3); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("checkpoint of a call the agent ended: %v; want ErrNotFound", err)
+			}
+			sink.checkWholeCall(t, id3, "the caller said goodbye")
+
 			// The host closes (the worker goes away): its call is released
 			// in the store, for another worker to take over at once.
 			dial(t)
@@ -161,10 +197,10 @@ func TestEveryTransportHasTheSameLifecycle(t *testing.T) {
 
 var testKey = handoff.Key{ID: "k1", Secret: []byte("a snapshot key for the calls tests")}
 
-func newHost(t *testing.T, st store.Store, worker string) *calls.Host {
+func newHost(t *testing.T, st store.Store, worker string, opts ...calls.Option) *calls.Host {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	h, err := calls.New(newAgent, calls.WithStore(st, worker, testKey), calls.WithLogger(logger))
+	h, err := calls.New(newAgent, append([]calls.Option{calls.WithStore(st, worker, testKey), calls.WithLogger(logger)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,14 +208,21 @@ func newHost(t *testing.T, st store.Store, worker string) *calls.Host {
 	return h
 }
 
-// newAgent greets and answers whatever is said.
+// newAgent greets and answers whatever is said, but "Goodbye.": that it
+// answers with a goodbye, and hangs up.
 func newAgent(context.Context) (*runtime.Agent, func(), error) {
 	voice, err := scripted.NewTTS(scripted.WithTTSRate(8000), scripted.WithWordsPerSecond(20))
 	if err != nil {
 		return nil, nil, err
 	}
-	model := scripted.NewLLMFunc(func(llm.Request) scripted.Response { return scripted.Response{Text: "Hello, how can I help?"} })
-	return &runtime.Agent{Name: "desk", Model: model, TTS: voice, STT: scripted.NewSTT(),
+	model := scripted.NewLLMFunc(func(req llm.Request) scripted.Response {
+		if items := req.Context.Items; len(items) > 0 && items[len(items)-1].Text == "Goodbye." {
+			return scripted.Response{Text: "Thanks for calling, goodbye!", ToolCalls: []scripted.Call{
+				{Name: runtime.EndCallName, Args: map[string]string{"reason": "the caller said goodbye"}}}}
+		}
+		return scripted.Response{Text: "Hello, how can I help?"}
+	})
+	return &runtime.Agent{Name: "desk", Model: model, TTS: voice, STT: scripted.NewSTT(), Tools: []*tools.Tool{runtime.EndCallTool()},
 		OnEnter: func(ctx context.Context, s *runtime.Session) error {
 			if s.Restored() {
 				return nil
@@ -203,6 +246,7 @@ type loopbackCaller struct{ c *callstest.Call }
 func (l loopbackCaller) hangUp(*testing.T)       { l.c.End("the caller hung up") }
 func (l loopbackCaller) drop(*testing.T) bool    { l.c.Drop(); return true }
 func (l loopbackCaller) restore(*testing.T) bool { l.c.Restore(); return true }
+func (l loopbackCaller) hungUpOn(t *testing.T)   { waitClosed(t, l.c.HungUp(), "the loopback line") }
 
 func serveLoopback(t *testing.T, h *calls.Host) func(t *testing.T) caller {
 	return func(t *testing.T) caller {
@@ -227,6 +271,10 @@ func (w *webrtcCaller) hangUp(t *testing.T) {
 }
 
 func (w *webrtcCaller) drop(*testing.T) bool { w.c.Close(); return true }
+
+func (w *webrtcCaller) hungUpOn(t *testing.T) {
+	waitClosed(t, w.c.HungUp(), "the browser's connection")
+}
 
 func (w *webrtcCaller) restore(t *testing.T) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -282,6 +330,14 @@ func (s *sipCaller) hangUp(t *testing.T) {
 
 func (*sipCaller) drop(*testing.T) bool    { return false }
 func (*sipCaller) restore(*testing.T) bool { return false }
+
+// hungUpOn: the placed call returns once the far end's BYE came.
+func (s *sipCaller) hungUpOn(t *testing.T) {
+	waitClosed(t, s.done, "the placed phone call")
+	if s.err != nil {
+		t.Errorf("placed call: %v", s.err)
+	}
+}
 
 func serveSIP(t *testing.T, h *calls.Host) func(t *testing.T) caller {
 	agentSide, err := sip.New(newAgent, sip.WithHost(h))
@@ -347,6 +403,77 @@ func waitCall(t *testing.T, h *calls.Host, kind string) string {
 	}
 	t.Fatalf("no connected %s call on the host: %+v", kind, h.List())
 	return ""
+}
+
+// waitClosed waits for ch, what says that what hung up.
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(20 * time.Second):
+		t.Errorf("%s was not hung up", what)
+	}
+}
+
+// sinkLog is an event sink for every call of a host, by session.
+type sinkLog struct {
+	mu   sync.Mutex
+	evs  map[string][]events.Event
+	wake chan struct{}
+}
+
+func newSinkLog() *sinkLog {
+	return &sinkLog{evs: map[string][]events.Event{}, wake: make(chan struct{})}
+}
+
+func (l *sinkLog) add(e events.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.evs[e.Session] = append(l.evs[e.Session], e)
+	close(l.wake)
+	l.wake = make(chan struct{})
+}
+
+// checkWholeCall checks that the sink got every event of session id, in
+// order and without a gap, from session_started (the greeting's events
+// among them) to session_ended with reason.
+func (l *sinkLog) checkWholeCall(t *testing.T, id, reason string) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	var evs []events.Event
+	for {
+		l.mu.Lock()
+		evs, wake := slices.Clone(l.evs[id]), l.wake
+		l.mu.Unlock()
+		if n := len(evs); n > 0 && evs[n-1].Kind == events.SessionEnded {
+			break
+		}
+		select {
+		case <-wake:
+		case <-deadline:
+			t.Fatalf("the sink has no session_ended for %s (%d events)", id, len(evs))
+		}
+	}
+	l.mu.Lock()
+	evs = slices.Clone(l.evs[id])
+	l.mu.Unlock()
+	if evs[0].Kind != events.SessionStarted || evs[0].Seq != 1 {
+		t.Errorf("the sink's first event of %s is %s (seq %d); want session_started, seq 1", id, evs[0].Kind, evs[0].Seq)
+	}
+	greeted := false
+	for i, e := range evs {
+		if i > 0 && e.Seq != evs[i-1].Seq+1 {
+			t.Errorf("the sink got event %d of %s after %d: events were lost", e.Seq, id, evs[i-1].Seq)
+			break
+		}
+		greeted = greeted || e.Kind == events.PlayoutStarted && e.Epoch == 1
+	}
+	if !greeted {
+		t.Errorf("the sink did not see the greeting of %s play", id)
+	}
+	if last := evs[len(evs)-1]; last.Reason != reason {
+		t.Errorf("the sink's session_ended of %s has reason %q; want %q", id, last.Reason, reason)
+	}
 }
 
 func waitGone(t *testing.T, h *calls.Host, id string) {

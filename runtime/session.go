@@ -49,6 +49,7 @@ type config struct {
 	checkpoint        func(State)
 	transfer          Transferer // WithTransferer; nil: the transport cannot transfer
 	eventSinks        []func(events.Event)
+	hangups           []func(reason string) // WithHangup
 }
 
 func defaultConfig() config {
@@ -207,6 +208,11 @@ type Session struct {
 	bus     *events.Bus
 	mailbox chan Input
 	done    chan struct{}
+	// stopped is closed once Run has stopped taking inputs: the session
+	// has ended (session_ended is out), though Run may still be winding
+	// its edges down. End waits for it, which a tool may do: Run waits
+	// for the tools only after.
+	stopped chan struct{}
 	c       *conductor
 	edges   *liveEdges
 	player  *media.Player
@@ -222,6 +228,8 @@ type Session struct {
 	// sinkSubs feed the event sinks (WithEventSink), one each, subscribed
 	// at New so that they miss nothing.
 	sinkSubs []*events.Subscription
+	// exchanges are the Asks under way (conductor goroutine only).
+	exchanges []*exchange
 }
 
 // echoCanceller returns the configured canceller, or makes the default one.
@@ -272,6 +280,7 @@ func New(agent *Agent, opts ...Option) (*Session, error) {
 		bus:     events.NewBus(),
 		mailbox: make(chan Input, cfg.mailbox),
 		done:    make(chan struct{}),
+		stopped: make(chan struct{}),
 	}
 	canceller, err := s.echoCanceller()
 	if err != nil {
@@ -347,8 +356,8 @@ func (s *Session) Subscribe(n int) *events.Subscription { return s.bus.Subscribe
 // ErrAlreadyRunning is returned by a second call to Run.
 var ErrAlreadyRunning = errors.New("runtime: session already run")
 
-// Run runs the session until ctx ends. It returns nil when ctx ended it. A
-// session runs once.
+// Run runs the session until ctx ends or End ends it, and returns nil
+// when either did. A session runs once.
 func (s *Session) Run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
@@ -414,25 +423,42 @@ func (s *Session) Run(ctx context.Context) error {
 		})
 	}
 
+	// The session ends when ctx does (its owner ended the call) or when
+	// End asks (the agent or the app ended it: the owner is told to hang
+	// up).
+	var reason string
+loop:
 	for {
 		select {
 		case <-gctx.Done():
-			c.emit(events.Event{Kind: events.SessionEnded, Epoch: c.epoch})
-			cancel()
-			s.edges.wait()
-			err := g.Wait()
-			if ctx.Err() != nil && errors.Is(err, context.Canceled) || err == nil {
-				return nil
-			}
-			return err
+			break loop
 		case in := <-s.mailbox:
-			c.handle(in)
+			if end, ok := in.(endRequest); ok {
+				reason = s.ending(end)
+				break loop
+			}
+			s.take(in)
 			// The caller-audio path reads this without asking the
 			// conductor: a turn under way is what speech interrupts.
 			s.agentTurn.Store(c.speaking())
 			s.agentPlayed.Store(c.played())
 		}
 	}
+	c.emit(events.Event{Kind: events.SessionEnded, Epoch: c.epoch, Reason: reason})
+	s.closeExchanges()
+	close(s.stopped)
+	cancel()
+	if reason != "" {
+		for _, hangup := range s.cfg.hangups {
+			hangup(reason)
+		}
+	}
+	s.edges.wait()
+	err := g.Wait()
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) || err == nil {
+		return nil
+	}
+	return err
 }
 
 // journalTimeout bounds a journal read or write: a slow store must not hold

@@ -69,8 +69,9 @@ type Client struct {
 	sending  bool // the last frame sent had sound
 	open     bool
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	stop   chan struct{}
+	hungUp chan struct{} // closed once the server ended the connection
+	wg     sync.WaitGroup
 }
 
 // ErrStatus is returned for a refused offer; Status and Reason say how.
@@ -107,7 +108,7 @@ func Dial(ctx context.Context, base string, o Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{pc: pc, wake: make(chan struct{}), seen: map[uint64]bool{}, stop: make(chan struct{})}
+	c := &Client{pc: pc, wake: make(chan struct{}), seen: map[uint64]bool{}, stop: make(chan struct{}), hungUp: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {
@@ -137,11 +138,23 @@ func Dial(ctx context.Context, base string, o Options) (*Client, error) {
 		close(opened)
 	})
 	c.dc.OnMessage(func(m pion.DataChannelMessage) { c.onMessage(m.Data) })
+	var hangup sync.Once
+	ended := func() {
+		select {
+		case <-c.stop: // Close: this side hung up
+		default:
+			hangup.Do(func() { close(c.hungUp) })
+		}
+	}
+	c.dc.OnClose(ended)
 	connected := make(chan struct{})
 	var once sync.Once
 	pc.OnConnectionStateChange(func(s pion.PeerConnectionState) {
-		if s == pion.PeerConnectionStateConnected {
+		switch s {
+		case pion.PeerConnectionStateConnected:
 			once.Do(func() { close(connected) })
+		case pion.PeerConnectionStateClosed, pion.PeerConnectionStateFailed:
+			ended()
 		}
 	})
 	pc.OnTrack(func(tr *pion.TrackRemote, _ *pion.RTPReceiver) {
@@ -420,6 +433,10 @@ func (c *Client) SendText(text string) error {
 
 // Send sends a raw data channel message.
 func (c *Client) Send(msg string) error { return c.dc.SendText(msg) }
+
+// HungUp is closed once the server ended the connection (the call was
+// ended on its side: the agent hung up, DELETE), not when Close did.
+func (c *Client) HungUp() <-chan struct{} { return c.hungUp }
 
 // Close hangs up this connection (the session waits to be resumed).
 func (c *Client) Close() error {
