@@ -194,9 +194,18 @@ func transcriptLine(e events.Event) (string, bool) {
 		return fmt.Sprintf("error: %s: %s", e.Provider, e.Error), true
 	case events.ProviderFailover:
 		return fmt.Sprintf("failover: %s: %s", e.Provider, e.Error), true
+	case events.SessionEnded:
+		// The agent hung up (end_call, Session.End): say why.
+		if e.Reason != "" {
+			return "ended: " + e.Reason, true
+		}
 	}
 	return "", false
 }
+
+// errSessionEnded is until's error when the session ends first: the agent
+// hung up (end_call), which ends a scripted console without an error.
+var errSessionEnded = errors.New("session ended")
 
 // until prints events until one satisfies done, within settleTimeout.
 func (c *console) until(ctx context.Context, what string, done func(events.Event) bool) error {
@@ -206,7 +215,7 @@ func (c *console) until(ctx context.Context, what string, done func(events.Event
 		select {
 		case e, ok := <-c.sub.C():
 			if !ok {
-				return errors.New("session ended")
+				return errSessionEnded
 			}
 			c.show(e, false)
 			if done(e) {
@@ -279,10 +288,14 @@ func (c *console) scripted(ctx context.Context, stdin io.Reader, greets bool) er
 			return err
 		}
 		heard := false
-		if err := c.until(ctx, "the answer to "+fmt.Sprintf("%q", line), func(e events.Event) bool {
+		err := c.until(ctx, "the answer to "+fmt.Sprintf("%q", line), func(e events.Event) bool {
 			heard = heard || (e.Kind == events.UserTurn && e.Text == line)
 			return heard && e.Kind == events.Idle
-		}); err != nil {
+		})
+		if errors.Is(err, errSessionEnded) {
+			return nil // the agent hung up
+		}
+		if err != nil {
 			return err
 		}
 	}

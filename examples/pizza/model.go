@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/llm"
+	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/scripted"
 )
 
@@ -79,7 +80,7 @@ func answer(req llm.Request) scripted.Response {
 	case asked && regexp.MustCompile(`^(yes|yeah|yep|sure|please|ok|okay|correct)\b`).MatchString(user):
 		return say("Placing your order now.", scripted.Call{Name: "place_order", Args: pending})
 	case strings.Contains(user, "thank") || strings.Contains(user, "bye"):
-		return say("Thanks for calling Holdline Pizza. Goodbye!")
+		return say("Thanks for calling Holdline Pizza. Goodbye!", scripted.Call{Name: runtime.EndCallName, Args: map[string]string{"reason": "the caller said goodbye"}})
 	}
 	if o, ok := parseOrder(user); ok {
 		price, _ := priceOf(o.Pizza)

@@ -121,7 +121,8 @@ func (k *Kitchen) Tools() []*tools.Tool {
 			}
 			return "transferred", nil
 		}, tools.WithEffect(tools.Mutation), tools.WithTimeout(40*time.Second))
-	return []*tools.Tool{menu, order, transfer}
+	// end_call hangs up once the goodbye has played.
+	return []*tools.Tool{menu, order, transfer, runtime.EndCallTool()}
 }
 
 // Phrases are what callers say, for a recogniser that listens for them,
