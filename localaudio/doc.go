@@ -32,4 +32,9 @@
 //
 // Importing this package registers mediadevices' microphone driver, which
 // lists the capture devices when the program starts.
+//
+// malgo compiles miniaudio into the program with cgo, so building needs a
+// C compiler (Debian package gcc) and no audio development package; at run
+// time miniaudio loads the sound system's library itself: ALSA's
+// libasound2 or PulseAudio's libpulse0 on Debian. PortAudio is not used.
 package localaudio

@@ -53,9 +53,12 @@ const (
 // Transcription is one upload to /v1/audio/transcriptions that the server
 // accepted and transcribed, as it decoded it.
 type Transcription struct {
+	// Model, Language, Prompt and ResponseFormat are the request's form
+	// fields of those names ("json" when response_format was not sent).
 	Model, Language, Prompt, ResponseFormat string
-	Filename                                string
-	// Audio is the decoded WAV, downmixed to mono, at SampleRate.
+	// Filename is the uploaded file's name.
+	Filename string
+	// Audio is the decoded WAV, downmixed to mono, at SampleRate (Hz).
 	Audio      []int16
 	SampleRate int
 	// Text is what the server answered.
@@ -64,6 +67,8 @@ type Transcription struct {
 
 // Speech is one request to /v1/audio/speech that the server accepted.
 type Speech struct {
+	// Model, Input (the text), Voice, ResponseFormat ("pcm" or "wav")
+	// and Instructions are the request's fields of those names.
 	Model, Input, Voice, ResponseFormat, Instructions string
 	// Speed is 1 when the request did not set it.
 	Speed float64

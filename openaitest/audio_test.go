@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/media"
+	"github.com/holdline/holdline/openaitest"
 )
 
 // upload builds a transcription request body; file may be nil.

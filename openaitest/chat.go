@@ -77,10 +77,13 @@ const (
 
 // ChatRequest is one chat-completion request as the server parsed it.
 type ChatRequest struct {
-	Model    string
-	Stream   bool
+	// Model and Stream are the request's fields of those names.
+	Model  string
+	Stream bool
+	// Messages are the request's messages, in order.
 	Messages []ChatMessage
-	Tools    []llm.ToolSpec
+	// Tools are the request's function tools.
+	Tools []llm.ToolSpec
 	// LLM is the request as the brain was (or would have been) asked.
 	LLM llm.Request
 }
@@ -88,24 +91,24 @@ type ChatRequest struct {
 // ChatMessage is one message of a chat-completion request. Content holds
 // the text; a content array has its text parts joined.
 type ChatMessage struct {
-	Role       string         `json:"role"`
-	Content    string         `json:"content,omitempty"`
-	Name       string         `json:"name,omitempty"`
-	ToolCalls  []ChatToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string         `json:"tool_call_id,omitempty"`
+	Role       string         `json:"role"`                   // system, developer, user, assistant or tool
+	Content    string         `json:"content,omitempty"`      // the text
+	Name       string         `json:"name,omitempty"`         // the participant's name, if given
+	ToolCalls  []ChatToolCall `json:"tool_calls,omitempty"`   // an assistant message's calls
+	ToolCallID string         `json:"tool_call_id,omitempty"` // a tool message's call
 }
 
 // ChatToolCall is a tool call of an assistant message.
 type ChatToolCall struct {
-	ID       string           `json:"id"`
-	Type     string           `json:"type"`
-	Function ChatFunctionCall `json:"function"`
+	ID       string           `json:"id"`       // the call's id, which its tool message names
+	Type     string           `json:"type"`     // "function"
+	Function ChatFunctionCall `json:"function"` // the function and its arguments
 }
 
 // ChatFunctionCall names a function and carries its JSON arguments.
 type ChatFunctionCall struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
+	Name      string `json:"name"`      // the function called
+	Arguments string `json:"arguments"` // its arguments, a JSON object as text
 }
 
 type chatState struct {

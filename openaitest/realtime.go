@@ -43,19 +43,24 @@ type RealtimeFault struct {
 
 // RealtimeEvent is one client event the server received.
 type RealtimeEvent struct {
-	Type string
-	Raw  json.RawMessage
+	Type string          // the event's type, e.g. "response.create"
+	Raw  json.RawMessage // the whole event as the client sent it
 }
 
 // RealtimeItem is one item of a Realtime conversation as the server holds
 // it.
 type RealtimeItem struct {
+	// ID is the item's id; Type is "message", "function_call" or
+	// "function_call_output"; Role is a message's role.
 	ID, Type, Role string
 	// Text is the item's text or transcript; for an assistant answer cut
 	// by conversation.item.truncate, the part before the cut.
-	Text         string
-	AudioMs      int // assistant audio the item holds
-	Truncated    bool
+	Text      string
+	AudioMs   int  // assistant audio the item holds
+	Truncated bool // cut by conversation.item.truncate
+	// CallID and Name are a function call's (or its output's) call id and
+	// function name; Arguments are the call's, as JSON text, and Output
+	// the output's.
 	CallID, Name string
 	Arguments    string
 	Output       string

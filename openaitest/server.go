@@ -29,8 +29,8 @@ type Server struct {
 
 // Request records one HTTP request the server received.
 type Request struct {
-	Method, Path string
-	Body         []byte
+	Method, Path string // e.g. "POST" and "/v1/chat/completions"
+	Body         []byte // the body as read (a multipart upload's whole body)
 }
 
 // Option configures a Server.
@@ -45,7 +45,9 @@ func WithAPIKey(key string) Option { return func(s *Server) { s.apiKey = key } }
 // Requests.
 func WithChatOnly() Option { return func(s *Server) { s.chatOnly = true } }
 
-// New starts a server whose answers come from brain. Close it when done.
+// New starts a server on a loopback port whose answers come from brain (nil
+// when only the transcription and speech endpoints are used). Close it
+// when done.
 func New(brain llm.Model, opts ...Option) *Server {
 	s := &Server{brain: brain, apiKey: APIKey}
 	for _, o := range opts {

@@ -33,4 +33,8 @@
 // resume TTL; tools keep running and their results are there when the
 // caller is back. The token rotates with every connection, so a token
 // that resumed a session cannot be replayed.
+//
+// Through package webrtc the server codes Opus with libopus through cgo:
+// building needs a C compiler and the Debian packages libopus-dev,
+// libopusfile-dev and pkg-config.
 package server

@@ -40,4 +40,9 @@
 // Holdline worker answering a transferred call takes its conversation
 // over by the token, and a caller who dials the same number again after
 // their worker died is picked up where they were (WithRedialWindow).
+//
+// Opus calls are coded with libopus through cgo (github.com/hraban/opus),
+// and on Linux the pacer is a thread of its own made through cgo: building
+// needs a C compiler and the Debian packages libopus-dev, libopusfile-dev
+// and pkg-config, even for a server that only takes G.711 calls.
 package sip

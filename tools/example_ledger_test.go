@@ -50,3 +50,16 @@ func ExampleLedger() {
 	// call_2 succeeded ran=false output="booked B-7" reused_from="call_1"
 	// call_3 succeeded ran=true output="booked B-8" reused_from=""
 }
+
+// A tool built without WithInterruptPolicy gets its policy from its
+// effect: a read completes, a mutation waits until its preamble is heard.
+func ExampleDefaultPolicy() {
+	fmt.Println(tools.Read, tools.DefaultPolicy(tools.Read))
+	fmt.Println(tools.Mutation, tools.DefaultPolicy(tools.Mutation))
+	p, ok := tools.ParsePolicy("detach")
+	fmt.Println(p == tools.Detach, ok)
+	// Output:
+	// read complete
+	// mutation defer
+	// true true
+}

@@ -23,4 +23,9 @@
 //
 // A Peer never blocks the session: a write to a closed or congested peer is
 // dropped and counted, never returned to the player as an error.
+//
+// Opus is libopus through cgo (github.com/hraban/opus): building needs a C
+// compiler and the Debian packages libopus-dev, libopusfile-dev and
+// pkg-config ("make deps" installs them), and a program built with it
+// needs libopus0 and libopusfile0 where it runs.
 package webrtc

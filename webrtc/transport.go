@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/pion/interceptor"
@@ -39,6 +40,7 @@ type transportConfig struct {
 	portMin, portMax            uint16
 	nat1To1                     []string
 	loopback                    bool
+	interfaces                  []string
 	gatherTimeout               time.Duration
 	disconnected, failed        time.Duration
 	log                         *slog.Logger
@@ -80,6 +82,21 @@ func WithPublicIPs(ips ...string) Option {
 // included by default, so a browser on the same machine can connect.
 func WithLoopback(on bool) Option {
 	return func(c *transportConfig) error { c.loopback = on; return nil }
+}
+
+// WithInterfaces limits the network interfaces peers use, for their
+// candidates and for resolving a browser's mDNS (.local) candidates, to
+// those named. WithInterfaces("lo") keeps a test's or an example's calls
+// on this machine: nothing is sent on any other interface, not even the
+// multicast group joins of mDNS. By default every interface is used.
+func WithInterfaces(names ...string) Option {
+	return func(c *transportConfig) error {
+		if len(names) == 0 {
+			return fmt.Errorf("webrtc: WithInterfaces names no interface")
+		}
+		c.interfaces = slices.Clone(names)
+		return nil
+	}
 }
 
 // WithGatherTimeout bounds how long an answer waits for its candidates.
@@ -162,6 +179,9 @@ func NewTransport(opts ...Option) (*Transport, error) {
 	se.SetIncludeLoopbackCandidate(cfg.loopback)
 	se.SetICETimeouts(cfg.disconnected, cfg.failed, time.Second)
 	se.SetNetworkTypes([]pion.NetworkType{pion.NetworkTypeUDP4, pion.NetworkTypeUDP6})
+	if len(cfg.interfaces) > 0 {
+		se.SetInterfaceFilter(func(name string) bool { return slices.Contains(cfg.interfaces, name) })
+	}
 	if cfg.portMin != 0 {
 		if err := se.SetEphemeralUDPPortRange(cfg.portMin, cfg.portMax); err != nil {
 			return nil, fmt.Errorf("webrtc: %w", err)

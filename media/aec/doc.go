@@ -12,7 +12,9 @@
 // preprocessor suppressing the residual echo; the library is loaded at run
 // time with dlopen (Debian package libspeexdsp1), so building needs neither
 // it nor its headers, and [New] returns an error wrapping [ErrUnavailable]
-// where it is missing. The bulk delay between the two streams is estimated
+// where it is missing. Loading it needs cgo (a C compiler, Debian package
+// gcc): built with CGO_ENABLED=0, New returns an error wrapping
+// ErrUnavailable too. The bulk delay between the two streams is estimated
 // here, by cross-correlating both at 2 kHz, and taken out before the filter,
 // so that the filter's tail (128 ms by default) only has to model the echo
 // path itself.

@@ -10,7 +10,9 @@
 // neither them nor their headers; the few functions used are declared
 // here. New fails with an error wrapping ErrMissingLibrary or
 // ErrMissingModel, naming the Debian packages to install (pocketsphinx
-// pocketsphinx-en-us), where they are missing. The model is the US English
+// pocketsphinx-en-us), where they are missing. Loading them needs cgo (a
+// C compiler, Debian package gcc): built with CGO_ENABLED=0, New fails with
+// an error wrapping ErrMissingLibrary. The model is the US English
 // acoustic model at 16 kHz and the CMU pronouncing dictionary, at their
 // Debian paths (DefaultModelDir, DefaultDictionary).
 //

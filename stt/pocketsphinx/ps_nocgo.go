@@ -26,4 +26,5 @@ func (*decoder) process([]int16) error             { return errNoCgo }
 func (*decoder) processWhole([]int16) error        { return errNoCgo }
 func (*decoder) hyp() string                       { return "" }
 func (*decoder) end() (string, error)              { return "", errNoCgo }
+func (*decoder) decode([]int16) (string, error)    { return "", errNoCgo }
 func (*decoder) free()                             {}

@@ -1,6 +1,3 @@
-// Package rtctest is a WebRTC client for tests and benchmarks: it does what
-// the reference web client does (offer, data channel, microphone, the
-// agent's audio) with pion, in process, and records what it heard.
 package rtctest
 
 import (
@@ -30,16 +27,17 @@ const (
 
 // Level is the loudness of one packet of the agent's audio as received.
 type Level struct {
-	At        time.Time
-	RMS       float64 // 0..1 of full scale
-	Timestamp uint32  // the packet's RTP timestamp: a jump is a pause of the sender
+	At        time.Time // when the packet arrived
+	RMS       float64   // 0..1 of full scale
+	Timestamp uint32    // the packet's RTP timestamp: a jump is a pause of the sender
 }
 
 // Options for Dial.
 type Options struct {
 	// Token is the server's bearer token, if it needs one.
 	Token string
-	// ResumeToken resumes the session it names.
+	// ResumeToken resumes the session it names (a Client's ResumeToken
+	// from an earlier connection).
 	ResumeToken string
 	// After is the last event seq already seen (hello's "after").
 	After uint64
@@ -47,11 +45,17 @@ type Options struct {
 	NoHello bool
 }
 
-// Client is one connection to a Holdline server.
+// Client is one connection to a Holdline server. Its methods are safe for
+// concurrent use.
 type Client struct {
-	Location    string
+	// Location is the session's path, from the answer's Location header
+	// ("/v1/sessions/{id}").
+	Location string
+	// ResumeToken resumes the session on a new connection
+	// (Options.ResumeToken); the server rotates it with every connection.
 	ResumeToken string
-	Resumed     bool
+	// Resumed says the server resumed a session rather than starting one.
+	Resumed bool
 
 	pc    *pion.PeerConnection
 	track *pion.TrackLocalStaticSample
@@ -74,12 +78,14 @@ type Client struct {
 	wg     sync.WaitGroup
 }
 
-// ErrStatus is returned for a refused offer; Status and Reason say how.
+// ErrStatus is returned for a refused offer, or a refused Delete; Status
+// and Reason say how.
 type ErrStatus struct {
-	Status int
-	Reason string
+	Status int    // the HTTP status, e.g. 503 when the server is full
+	Reason string // the body the server sent with it, trimmed
 }
 
+// Error says the status and the reason.
 func (e *ErrStatus) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Status, e.Reason) }
 
 var api = func() *pion.API {
@@ -102,7 +108,11 @@ var api = func() *pion.API {
 }()
 
 // Dial connects to the server at base (http://host:port) and waits until
-// media and the data channel are up.
+// media and the data channel are up, or ctx ends: it posts an offer to
+// base+"/v1/sessions", and says hello on the data channel (unless
+// o.NoHello), so that the session's events come. The server must be on
+// this machine: the client offers loopback candidates only. Close the
+// Client when done.
 func Dial(ctx context.Context, base string, o Options) (*Client, error) {
 	pc, err := api.NewPeerConnection(pion.Configuration{})
 	if err != nil {
@@ -330,7 +340,8 @@ func (c *Client) speak() {
 	}
 }
 
-// Say queues 48 kHz audio for the microphone, after what is queued.
+// Say queues 48 kHz audio for the microphone, after what is queued; it
+// is sent in 20 ms packets at real time, silence when nothing is queued.
 func (c *Client) Say(samples []int16) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -365,21 +376,24 @@ func (c *Client) Onsets() []time.Time {
 	return append([]time.Time(nil), c.onsets...)
 }
 
-// Levels returns the level of every packet of agent audio received.
+// Levels returns the level of every packet of agent audio received, in
+// order.
 func (c *Client) Levels() []Level {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]Level(nil), c.levels...)
 }
 
-// Events returns the session events received, in order.
+// Events returns the session events received on the data channel, in
+// order, each once.
 func (c *Client) Events() []events.Event {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]events.Event(nil), c.evs...)
 }
 
-// Captions returns the captions received.
+// Captions returns the captions received: the words the agent is
+// speaking, sent while it speaks.
 func (c *Client) Captions() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -393,7 +407,9 @@ func (c *Client) Errors() []string {
 	return append([]string(nil), c.errs...)
 }
 
-// Wait waits until cond holds, checking it whenever something arrives.
+// Wait waits until cond holds, checking it whenever something arrives
+// (an event, a caption, an error, a packet of audio), or until ctx ends;
+// what names the awaited thing in the error.
 func (c *Client) Wait(ctx context.Context, what string, cond func(c *Client) bool) error {
 	for {
 		c.mu.Lock()
@@ -410,7 +426,8 @@ func (c *Client) Wait(ctx context.Context, what string, cond func(c *Client) boo
 	}
 }
 
-// WaitEvent waits for an event matching match and returns it.
+// WaitEvent waits for an event matching match, among those received so far
+// and those to come, and returns the first.
 func (c *Client) WaitEvent(ctx context.Context, match func(events.Event) bool) (events.Event, error) {
 	var got events.Event
 	err := c.Wait(ctx, "an event", func(c *Client) bool {
@@ -425,13 +442,15 @@ func (c *Client) WaitEvent(ctx context.Context, match func(events.Event) bool) (
 	return got, err
 }
 
-// SendText sends typed input on the data channel.
+// SendText sends typed input on the data channel, as the web page's text
+// box does; the agent answers it as a turn.
 func (c *Client) SendText(text string) error {
 	b, _ := json.Marshal(map[string]any{"type": "text", "text": text})
 	return c.dc.SendText(string(b))
 }
 
-// Send sends a raw data channel message.
+// Send sends a raw data channel message, for testing what the server does
+// with messages it does not expect.
 func (c *Client) Send(msg string) error { return c.dc.SendText(msg) }
 
 // HungUp is closed once the server ended the connection (the call was
@@ -450,7 +469,8 @@ func (c *Client) Close() error {
 	return err
 }
 
-// Delete ends the session on the server.
+// Delete ends the session on the server (DELETE base+Location, with the
+// bearer token if not empty). It does not close the connection.
 func (c *Client) Delete(ctx context.Context, base, token string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, base+c.Location, nil)
 	if err != nil {
