@@ -245,6 +245,7 @@ func (p *providerFlags) equip(agent *runtime.Agent, withSTT bool) (_ *providers,
 		}
 	}
 	var rt *realtime.Client
+	agentsOwn := agent.Model // before a flag replaces it: --llm-backup agent names it
 	if llmName == ownModel {
 		if agent.Model == nil {
 			return nil, fmt.Errorf("--llm %s: agent %q has no model of its own; choose one with --llm openai or --llm realtime", p.llm, agent.Name)
@@ -261,6 +262,12 @@ func (p *providerFlags) equip(agent *runtime.Agent, withSTT bool) (_ *providers,
 		out.roles.model = llmName
 	}
 	switch {
+	case p.llmBackup == ownModel || p.llmBackup == "demo":
+		if agentsOwn == nil {
+			return nil, fmt.Errorf("--llm-backup %s: agent %q has no model of its own", p.llmBackup, agent.Name)
+		}
+		replace(team, agentsOwn, func(a *runtime.Agent) *llm.Model { return &a.BackupModel })
+		out.roles.modelBackup = ownEngine(agentsOwn)
 	case p.llmBackup != "":
 		m, _, err := p.buildModel(p.llmBackup, p.tts != "" || agent.TTS != nil, out)
 		if err != nil {
