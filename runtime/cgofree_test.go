@@ -20,7 +20,8 @@ func TestAgentPackagesBuildWithoutCgo(t *testing.T) {
 	goBin := filepath.Join(goruntime.GOROOT(), "bin", "go")
 	cmd := exec.Command(goBin, "build", "-o", os.DevNull,
 		"github.com/holdline/holdline/runtime", "github.com/holdline/holdline/tools", "github.com/holdline/holdline/llm",
-		"github.com/holdline/holdline/events", "github.com/holdline/holdline/sim", "github.com/holdline/holdline/scripted")
+		"github.com/holdline/holdline/events", "github.com/holdline/holdline/sim", "github.com/holdline/holdline/sim/simtest",
+		"github.com/holdline/holdline/scripted", "github.com/holdline/holdline/examples/pizza")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("CGO_ENABLED=0 go build: %v\n%s", err, out)
