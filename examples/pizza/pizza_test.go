@@ -14,3 +14,9 @@ import (
 func TestScenarios(t *testing.T) {
 	simtest.Run(t, "scenarios/*.yaml", map[string]runtime.AgentFunc{"pizza": pizza.New})
 }
+
+// With RealTools the kitchen's own Go code places the order, on the
+// scenario's virtual time.
+func TestScenariosWithTheRealKitchen(t *testing.T) {
+	simtest.Run(t, "testdata/*.yaml", map[string]runtime.AgentFunc{"pizza": pizza.New}, simtest.RealTools(), simtest.Runs(20))
+}
