@@ -1,13 +1,17 @@
 package llm_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/holdline/holdline/llm"
+	"github.com/holdline/holdline/scripted"
 )
 
 func TestCallAccumulatorInterleavedFragments(t *testing.T) {
@@ -147,5 +151,31 @@ func TestIsProvisional(t *testing.T) {
 		if llm.IsProvisional(out) {
 			t.Errorf("IsProvisional(%q) = true", out)
 		}
+	}
+}
+
+// ReadAll joins a response's text and puts its calls together; a stream
+// that fails midway gives what came before the failure, with the error.
+func TestReadAllKeepsWhatCameBeforeAFailure(t *testing.T) {
+	broken := errors.New("connection reset")
+	model := scripted.NewLLM(
+		scripted.Response{Text: "Booking it now.", ToolCalls: []scripted.Call{{ID: "c1", Name: "book", Args: map[string]int{"party": 2}}}, TokensPerSecond: math.Inf(1)},
+		scripted.Response{Text: "one two three four", Err: broken, ErrAfter: 2, TokensPerSecond: math.Inf(1)},
+	)
+	s, err := model.Stream(context.Background(), llm.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := llm.ReadAll(s)
+	if err != nil || a.Text != "Booking it now." || len(a.Calls) != 1 || a.Calls[0].Name != "book" || string(a.Calls[0].Arguments) != `{"party":2}` {
+		t.Fatalf("ReadAll = %+v, %v", a, err)
+	}
+	s, err = model.Stream(context.Background(), llm.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err = llm.ReadAll(s)
+	if !errors.Is(err, broken) || a.Text != "one two " {
+		t.Fatalf("ReadAll of a broken stream = %q, %v; want the two chunks before it broke and the error", a.Text, err)
 	}
 }

@@ -3,7 +3,6 @@ package support_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log"
 
 	"github.com/holdline/holdline/examples/support"
@@ -50,25 +49,12 @@ func ExampleNewFrontDeskDemoModel() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer s.Close()
-	var (
-		text  string
-		calls llm.CallAccumulator
-	)
-	for {
-		c, err := s.Recv()
-		if err == io.EOF {
-			break
-		} else if err != nil {
-			log.Fatal(err)
-		}
-		text += c.Text
-		if c.ToolCall != nil {
-			calls.Add(*c.ToolCall)
-		}
+	answer, err := llm.ReadAll(s)
+	if err != nil {
+		log.Fatal(err)
 	}
-	fmt.Println(text)
-	for _, c := range calls.Calls() {
+	fmt.Println(answer.Text)
+	for _, c := range answer.Calls {
 		fmt.Println(c.Name, string(c.Arguments))
 	}
 	// Output:

@@ -3,9 +3,7 @@ package realtime_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log"
 	"math"
 	"time"
@@ -45,27 +43,12 @@ func ExampleClient_Stream() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer s.Close()
-	var (
-		transcript string
-		audio      time.Duration
-		calls      llm.CallAccumulator
-	)
-	for {
-		ch, err := s.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			log.Fatal(err)
-		}
-		transcript += ch.Transcript
-		audio += ch.Audio.Duration()
-		if ch.ToolCall != nil {
-			calls.Add(*ch.ToolCall)
-		}
+	answer, err := llm.ReadAll(s)
+	if err != nil {
+		log.Fatal(err)
 	}
-	fmt.Printf("said %q in %v of audio\n", transcript, audio)
-	for _, call := range calls.Calls() {
+	fmt.Printf("said %q in %v of audio\n", answer.Transcript, answer.Audio)
+	for _, call := range answer.Calls {
 		fmt.Println("called", call.ID, call.Name, string(call.Arguments))
 	}
 	fmt.Println("protocol violations:", len(srv.RealtimeViolations()))
