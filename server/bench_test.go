@@ -31,9 +31,9 @@ import (
 	pion "github.com/pion/webrtc/v4"
 	pionmedia "github.com/pion/webrtc/v4/pkg/media"
 
-	"github.com/holdline/holdline/webrtc/rtctest"
 	"github.com/holdline/holdline/server"
 	"github.com/holdline/holdline/webrtc"
+	"github.com/holdline/holdline/webrtc/rtctest"
 )
 
 // Environment of BenchmarkConcurrentSessions.

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/events"
-	"github.com/holdline/holdline/webrtc/rtctest"
 	"github.com/holdline/holdline/server"
+	"github.com/holdline/holdline/webrtc/rtctest"
 )
 
 // do sends a request and returns its status, body and WWW-Authenticate.

@@ -9,9 +9,9 @@ import (
 
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/handoff"
-	"github.com/holdline/holdline/webrtc/rtctest"
 	"github.com/holdline/holdline/server"
 	"github.com/holdline/holdline/store"
+	"github.com/holdline/holdline/webrtc/rtctest"
 )
 
 var snapshotKey = handoff.Key{ID: "test", Secret: []byte("a snapshot key for the tests, 32b")}

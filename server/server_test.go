@@ -15,10 +15,10 @@ import (
 	"github.com/holdline/holdline/calls"
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/examples/booking"
-	"github.com/holdline/holdline/webrtc/rtctest"
 	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/scripted"
 	"github.com/holdline/holdline/server"
+	"github.com/holdline/holdline/webrtc/rtctest"
 )
 
 // testAgents makes booking agents on the offline demo model with a scripted

@@ -7,9 +7,9 @@ import (
 	"log"
 	"math"
 
-	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/llm/openai"
+	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/scripted"
 )
 

@@ -16,8 +16,8 @@ import (
 
 	goopenai "github.com/sashabaranov/go-openai"
 
-	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/llm"
+	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/scripted"
 )
 

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/llm/realtime"
 	"github.com/holdline/holdline/media"
+	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/scripted"
 	"github.com/holdline/holdline/stt"
 )

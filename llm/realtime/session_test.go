@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/events"
-	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/media"
+	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/scripted"
 )

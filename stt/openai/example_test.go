@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/media"
+	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/stt"
 	"github.com/holdline/holdline/stt/openai"
 )

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/media"
+	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/stt"
 	"github.com/holdline/holdline/stt/openai"
 )

@@ -7,8 +7,8 @@ import (
 	"log"
 	"time"
 
-	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/media"
+	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/tts/openai"
 )
 

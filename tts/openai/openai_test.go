@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/media"
+	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/tts"
 	"github.com/holdline/holdline/tts/openai"
 )
