@@ -61,6 +61,7 @@ $(MODELS_DIR)/silero_vad.onnx:
 
 vet:
 	$(GO) vet ./...
+	@unformatted="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$unformatted" ]; then echo "not gofmt-ed (gofmt -w them):"; echo "$$unformatted"; exit 1; fi
 
 test: test-deps models vet build
 	HOLDLINE_MODELS_DIR=$(MODELS_DIR) HOLDLINE_REQUIRE_MODELS=1 $(GO) test -race -count=1 -timeout 20m -artifacts -skip '^TestBrowser' ./...
