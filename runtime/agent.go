@@ -57,9 +57,9 @@ type Agent struct {
 	OnEnter func(ctx context.Context, s *Session) error
 	// Peers are the agents this one may hand the session to
 	// (Session.Handoff). They are how a session restored from a state
-	// (engine.WithState) comes back as the agent it was talking as: New looks the
-	// state's agent up by Name among the agent given to it, its peers,
-	// their peers and so on. A state naming none of them is taken over by
+	// (engine.WithState) comes back as the agent it was talking as: New
+	// looks the state's agent up by Name among the agent given to it, its
+	// peers, their peers and so on. A state naming none of them is taken over by
 	// the agent given to New, as a transfer to another worker's agent is.
 	Peers []*Agent
 	// DTMF says what a key the caller pressed on a phone does. By default

@@ -193,7 +193,7 @@ func positive(what string, d time.Duration, set func(*Settings)) SessionOption {
 }
 
 // WithHangup tells the session's owner when the session ends the call
-// itself (Session.End, runtime.EndCallTool), so that it hangs up its
+// itself (runtime.Session.End, runtime.EndCallTool), so that it hangs up its
 // side: hangup is called once, with End's reason, on Run's goroutine as
 // the session stops and before Run returns, and must not wait for the
 // session. It is not called when Run's ctx ends: whoever ended ctx knows.
@@ -237,12 +237,13 @@ func WithTransferer(t Transferer) SessionOption {
 }
 
 // WithState starts the session from st, taken from another session with
-// Session.State: the same id (unless runtime.WithID names it, which must
-// match), its chat, its calls and its user data. Calls that were not
-// finished are settled by the session's journal ([tools.Settle]) when it
-// runs: an outcome the journal has is used; a mutation that may have run
-// is unknown, never run again blindly. The restored session does not speak
-// until told to (GenerateReply, or the caller's next turn).
+// runtime.Session.State: the same id (unless runtime.WithID names it,
+// which must match), its chat, its calls and its user data. Calls that
+// were not finished are settled by the session's journal ([tools.Settle])
+// when it runs: an outcome the journal has is used; a mutation that may
+// have run is unknown, never run again blindly. The restored session does
+// not speak until told to (runtime.Session.GenerateReply, or the caller's
+// next turn).
 func WithState(st State) SessionOption {
 	return func(s *Settings) error {
 		if st.SessionID == "" {
@@ -261,13 +262,13 @@ func WithState(st State) SessionOption {
 // point: a turn settled, a tool call started, deferred or ended, and once
 // at the start. save runs on the session core and must not block: hand the
 // state to a writer of your own (handoff.Checkpointer) and report how the
-// write went with Session.CheckpointDone.
+// write went with runtime.Session.CheckpointDone.
 func WithCheckpoints(save func(State)) SessionOption {
 	return func(s *Settings) error { s.Checkpoint = save; return nil }
 }
 
 // Caption is what the caller has heard so far of the turn now playing
-// (Session.NowPlaying).
+// (runtime.Session.NowPlaying).
 type Caption struct {
 	Epoch uint64
 	Text  string

@@ -31,7 +31,7 @@ type State struct {
 	Chat []llm.Item `json:"chat"`
 	// Calls is the ledger: every call, terminal or not, in request order.
 	Calls []tools.Call `json:"calls"`
-	// UserData is what the application stored with Session.SetUserData.
+	// UserData is what the application stored with runtime.Session.SetUserData.
 	UserData map[string]json.RawMessage `json:"user_data,omitempty"`
 	// Seq is the sequence number of the last event the session had
 	// emitted when the state was taken: what the state covers. A session
