@@ -93,20 +93,20 @@ func (s *Session) Handoff(ctx context.Context, to *Agent, opts ...HandoffOption)
 		o(&cfg)
 	}
 	done := make(chan struct{})
-	in := engine.Handoff{To: to.describe(), Keep: engine.KeepAll, Strategy: cfg.strategy.String(), Greet: cfg.greet, Done: done}
+	in := engine.Handoff{To: to.describe(), Strategy: cfg.strategy.String(), Greet: cfg.greet, Done: done}
 	switch cfg.strategy.kind {
 	case "summary":
 		summary, err := s.summarize(ctx, cfg.strategy.deadline)
 		if err != nil {
 			s.log.Warn("handoff: no summary, the last turns go instead", "err", err)
-			in.Keep, in.Strategy = cfg.strategy.turns, in.Strategy+":fallback"
+			in.KeepTurns, in.Strategy = cfg.strategy.turns, in.Strategy+":fallback"
 		} else {
-			in.Keep, in.Summary = 0, summary
+			in.Reset, in.Summary = true, summary
 		}
 	case "last_turns":
-		in.Keep = cfg.strategy.turns
+		in.KeepTurns = cfg.strategy.turns
 	case "reset":
-		in.Keep = 0
+		in.Reset = true
 	}
 	if err := s.send(ctx, handoffRequest{to: to, in: in}); err != nil {
 		return err

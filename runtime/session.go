@@ -140,9 +140,15 @@ func WithJournal(j tools.Journal) Option {
 	}
 }
 
-// WithLogger sets the logger (default slog.Default()).
+// WithLogger sets the logger (default slog.Default(); nil logs nothing).
 func WithLogger(l *slog.Logger) Option {
-	return func(c *engine.Settings) error { c.Logger = l; return nil }
+	return func(c *engine.Settings) error {
+		if l == nil {
+			l = slog.New(slog.DiscardHandler)
+		}
+		c.Logger = l
+		return nil
+	}
 }
 
 // positive makes an option that sets a duration which must be positive.

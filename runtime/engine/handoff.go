@@ -17,8 +17,11 @@ func (c *conductor) onHandoff(h Handoff) {
 		return
 	}
 	from := c.agent.Name
-	if h.Keep != KeepAll {
-		c.keepTurns(h.Keep)
+	switch {
+	case h.Reset:
+		c.keepTurns(0)
+	case h.KeepTurns > 0:
+		c.keepTurns(h.KeepTurns)
 	}
 	if h.Summary != "" {
 		c.chat = append([]*entry{{item: llm.Item{Kind: llm.KindMessage, Role: llm.RoleAssistant,

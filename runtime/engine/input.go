@@ -183,14 +183,16 @@ type CheckpointDone struct {
 }
 
 // Handoff hands the session to another agent: from the next model request
-// on, To answers with its instructions and tools, over the context Keep
-// leaves. Done, if not nil, is closed once the core has changed agents.
+// on, To answers with its instructions and tools, over the whole
+// conversation unless KeepTurns or Reset says otherwise. Done, if not
+// nil, is closed once the core has changed agents.
 type Handoff struct {
 	To Agent
-	// Keep is what of the conversation To gets: KeepAll, or the messages
-	// from the caller's Keep-th latest turn on (none for 0). Tool calls
-	// and their results always go along.
-	Keep int
+	// KeepTurns, if positive, keeps only the messages from the caller's
+	// KeepTurns-th latest turn on; Reset keeps none. Tool calls and their
+	// results always go along.
+	KeepTurns int
+	Reset     bool
 	// Summary, if not empty, is put before what is kept, as a summary of
 	// the conversation so far by the agent handing over.
 	Summary string
@@ -200,9 +202,6 @@ type Handoff struct {
 	Greet bool
 	Done  chan struct{}
 }
-
-// KeepAll keeps the whole conversation across a Handoff.
-const KeepAll = -1
 
 func (UserText) input()          {}
 func (DTMF) input()              {}
