@@ -642,7 +642,7 @@ func (s *Session) PushAudio(ctx context.Context, f media.Frame) error {
 }
 
 // NowPlaying returns the words of the playing turn that have been played so
-// far (a zero Caption when nothing plays), for live captions.
+// far (a zero engine.Caption when nothing plays), for live captions.
 func (s *Session) NowPlaying(ctx context.Context) (engine.Caption, error) {
 	return onCore(ctx, s, (*engine.Core).NowPlaying)
 }

@@ -15,7 +15,7 @@ func (s *Session) State(ctx context.Context) (engine.State, error) {
 }
 
 // CheckpointDone reports how writing the state taken at event seq
-// (State.Seq) went: the session emits checkpoint_failed on a failure
+// (engine.State.Seq) went: the session emits checkpoint_failed on a failure
 // (once, until one succeeds) and checkpoint_saved, whose Count is seq, on
 // success. The call goes on either way.
 func (s *Session) CheckpointDone(ctx context.Context, seq uint64, err error) error {
