@@ -71,7 +71,7 @@ test: test-deps models vet build
 	./$(BIN) simulate examples/scenarios examples/pizza/scenarios --sweep 2000
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./media/ ./runtime/ ./vad/ ./tools/ ./sim/ ./llm/openai/ ./tts/espeak/ ./stt/pocketsphinx/
+	$(GO) test -run '^$$' -bench . -benchmem ./media/ ./runtime/ ./runtime/engine/ ./vad/ ./tools/ ./sim/ ./llm/openai/ ./tts/espeak/ ./stt/pocketsphinx/
 
 clean:
 	rm -rf bin

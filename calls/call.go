@@ -14,6 +14,7 @@ import (
 	"github.com/holdline/holdline/handoff"
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/store"
 )
 
@@ -36,7 +37,7 @@ type Line interface {
 // and ends it, so that its checkpoint stays for the worker the target may
 // be.
 type Transferrer interface {
-	Transfer(ctx context.Context, req runtime.TransferRequest) error
+	Transfer(ctx context.Context, req engine.TransferRequest) error
 }
 
 // Origin says how a call came to be, and so what the agent is told for
@@ -116,7 +117,7 @@ type Spec struct {
 	ID string
 	// Input is how the caller's audio comes (rate, echo cancellation);
 	// OutputRate the rate the Line takes.
-	Input      runtime.InputConfig
+	Input      engine.InputConfig
 	OutputRate int
 	// Resumed is the snapshot the call continues from (Resume, PickUp),
 	// and Origin how it came; nil and Fresh for a new conversation.
@@ -248,17 +249,17 @@ func (c *Call) prepare(ctx context.Context, spec Spec) error {
 		// Output flows continuously on every transport: a phone leg's
 		// gateways expect RTP, and the echo canceller's reference is
 		// exactly what went out.
-		runtime.WithContinuousOutput(),
-		runtime.WithInput(spec.Input),
+		engine.WithContinuousOutput(),
+		engine.WithInput(spec.Input),
 		runtime.WithLogger(c.h.cfg.log.With("session", c.id, "transport", c.kind)),
 		// The agent (or the app, through Session.End) ends the call as
 		// the caller hanging up does: everywhere, the line hung up. The
 		// session calls this before Run returns, so its reason is the
 		// call's, not run's "session ended".
-		runtime.WithHangup(c.End),
+		engine.WithHangup(c.End),
 	}
 	if tl, ok := c.line.(Transferrer); ok {
-		opts = append(opts, runtime.WithTransferer(c.transferVia(tl)))
+		opts = append(opts, engine.WithTransferer(c.transferVia(tl)))
 	}
 	opts = append(append(opts, c.h.cfg.sessionOpts...), spec.Options...)
 	if c.h.cfg.store != nil {
@@ -575,7 +576,7 @@ func (c *Call) pump() {
 			// turn after, and the log should say why, not repeat it.
 			warned = true
 			msg := "the recogniser failed; the caller's words may be lost"
-			if e.Reason == runtime.TurnDropped {
+			if e.Reason == engine.TurnDropped {
 				msg = "a caller turn was dropped: the recogniser gave no final transcript in time; this machine may run more calls than its recogniser can decode (see --max-sessions)"
 			}
 			c.h.cfg.log.Warn(msg, "session", c.id, "transport", c.kind, "calls", c.h.Len(), "err", e.Error)
@@ -691,8 +692,8 @@ func (c *Call) HandoffToken(ctx context.Context) (string, error) {
 }
 
 // transferVia is the session's Transferer for a line that can transfer.
-func (c *Call) transferVia(tl Transferrer) runtime.Transferer {
-	return func(ctx context.Context, req runtime.TransferRequest) error {
+func (c *Call) transferVia(tl Transferrer) engine.Transferer {
+	return func(ctx context.Context, req engine.TransferRequest) error {
 		if req.Token == "" && c.cp != nil {
 			// The target, if it is a Holdline worker sharing the store,
 			// takes the conversation over from this moment.

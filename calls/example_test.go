@@ -12,6 +12,7 @@ import (
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/scripted"
 )
 
@@ -58,7 +59,7 @@ func ExampleHost() {
 	defer cancel()
 	spec := calls.Spec{
 		Kind:       "mytransport", // the metrics' label
-		Input:      runtime.InputConfig{Rate: media.Rate16k},
+		Input:      engine.InputConfig{Rate: media.Rate16k},
 		OutputRate: media.Rate16k,
 	}
 	l := &line{hungUp: make(chan string, 1)}

@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/holdline/holdline/events"
-	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 )
 
 // metrics are the host's Prometheus collectors, on a registry of its own
@@ -178,7 +178,7 @@ func (o *observer) observe(e events.Event) {
 		}
 	case events.ProviderError:
 		m.providerErrors.WithLabelValues(e.Provider).Inc()
-		if e.Provider == "stt" && e.Reason == runtime.TurnDropped {
+		if e.Provider == "stt" && e.Reason == engine.TurnDropped {
 			m.sttTurnsDropped.Inc()
 		}
 	case events.EchoPath:

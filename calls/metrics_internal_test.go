@@ -7,7 +7,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/holdline/holdline/events"
-	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 )
 
 // TestDroppedTurnsAreCountedApartFromOtherRecogniserErrors checks that a
@@ -16,9 +16,9 @@ import (
 func TestDroppedTurnsAreCountedApartFromOtherRecogniserErrors(t *testing.T) {
 	m := newMetrics(&Host{})
 	o := m.observer("webrtc")
-	o.observe(events.Event{Kind: events.ProviderError, Provider: "stt", Reason: runtime.TurnDropped})
+	o.observe(events.Event{Kind: events.ProviderError, Provider: "stt", Reason: engine.TurnDropped})
 	o.observe(events.Event{Kind: events.ProviderError, Provider: "stt", Error: "socket closed"})
-	o.observe(events.Event{Kind: events.ProviderError, Provider: "tts", Reason: runtime.TurnDropped})
+	o.observe(events.Event{Kind: events.ProviderError, Provider: "tts", Reason: engine.TurnDropped})
 	if got := counterValue(t, m.sttTurnsDropped); got != 1 {
 		t.Errorf("holdline_stt_turns_dropped_total = %v; want 1", got)
 	}

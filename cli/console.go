@@ -17,6 +17,7 @@ import (
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 )
 
 // settleTimeout bounds how long the scripted console waits for the agent to
@@ -82,7 +83,7 @@ func (c *cli) consoleCmd(ctx context.Context, args []string) error {
 		opts = append(opts, runtime.WithOutput(rec, lineRate))
 	}
 	if caller != nil {
-		opts = append(opts, runtime.WithInput(runtime.InputConfig{Rate: lineRate}))
+		opts = append(opts, engine.WithInput(engine.InputConfig{Rate: lineRate}))
 	}
 	sess, err := runtime.New(agent, opts...)
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 	"github.com/holdline/holdline/internal/freeport"
 	"github.com/holdline/holdline/internal/redistest"
 	"github.com/holdline/holdline/llm"
-	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/store"
 	"github.com/holdline/holdline/tools"
 )
@@ -43,7 +43,7 @@ var sipKillPoints = []struct {
 
 // callView is a call as the store has it.
 type callView struct {
-	state   runtime.State
+	state   engine.State
 	journal []tools.Record
 	// sinceOutcome is how long ago book_table's outcome was first seen
 	// in the journal (0 before).
@@ -265,7 +265,7 @@ func (p *phoneTrials) run(line string, a *worker, addrA, addrB string, at func(c
 	defer phone2.HangUp()
 	// While the call is up the picked-up session writes its
 	// checkpoints: the conversation as the other worker has it.
-	var picked runtime.State
+	var picked engine.State
 	for picked.Seq <= saved.State.Seq {
 		select {
 		case <-phone2.Done():

@@ -10,6 +10,7 @@ import (
 	"github.com/holdline/holdline/localaudio"
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 )
 
 // openTalkDevice opens the microphone and speaker talk uses. Tests replace
@@ -64,7 +65,7 @@ func (c *cli) talkCmd(ctx context.Context, args []string) error {
 	sess, err := runtime.New(agent,
 		runtime.WithLogger(logger),
 		runtime.WithOutput(dev, dev.Rate()),
-		runtime.WithInput(runtime.InputConfig{Rate: media.Rate16k}),
+		engine.WithInput(engine.InputConfig{Rate: media.Rate16k}),
 	)
 	if err != nil {
 		return err

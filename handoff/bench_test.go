@@ -7,14 +7,14 @@ import (
 	"testing"
 
 	"github.com/holdline/holdline/llm"
-	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/tools"
 )
 
 // thirtyTurns is a 30-turn session: each turn a caller's sentence and an
 // agent's answer of about twenty words, with ten tool calls among them.
 func thirtyTurns() Snapshot {
-	st := runtime.State{SessionID: "sip_5f2c9a7d1e3b4c60", Agent: "booking", Epoch: 40, NextCall: 10}
+	st := engine.State{SessionID: "sip_5f2c9a7d1e3b4c60", Agent: "booking", Epoch: 40, NextCall: 10}
 	words := strings.Repeat("table booking evening party guests window garden ", 3)
 	for i := range 30 {
 		st.Chat = append(st.Chat,

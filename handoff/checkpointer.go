@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/store"
 	"github.com/holdline/holdline/tools"
 )
@@ -25,7 +26,7 @@ var ErrLeaseLost = store.ErrLeaseLost
 
 // Checkpointer writes one session's checkpoints to a store, sealed, under
 // the session's lease, which it holds and renews. The session hands it
-// states at its clean points (runtime.WithCheckpoints with Offer); a state
+// states at its clean points (engine.WithCheckpoints with Offer); a state
 // offered while a write is under way replaces any still waiting, so the
 // store gets the newest and the session core never waits. Each write's
 // result goes to the report function (runtime.Session.CheckpointDone), so
@@ -41,7 +42,7 @@ type Checkpointer struct {
 	report    func(seq uint64, err error)
 
 	mu      sync.Mutex
-	pending *runtime.State
+	pending *engine.State
 	lease   store.Lease
 	wake    chan struct{}
 
@@ -116,9 +117,9 @@ func (c *Checkpointer) take(ctx context.Context, fn func(context.Context, string
 // states handed to Offer, its journal in the store, and, when it is taken
 // over from a snapshot, the state to start from.
 func (c *Checkpointer) SessionOptions(from *Snapshot) []runtime.Option {
-	opts := []runtime.Option{runtime.WithCheckpoints(c.Offer), runtime.WithJournal(c.Journal())}
+	opts := []runtime.Option{engine.WithCheckpoints(c.Offer), runtime.WithJournal(c.Journal())}
 	if from != nil {
-		opts = append(opts, runtime.WithState(from.State))
+		opts = append(opts, engine.WithState(from.State))
 	}
 	return opts
 }
@@ -135,7 +136,7 @@ func (c *Checkpointer) Lease() store.Lease {
 func (c *Checkpointer) Journal() tools.Journal { return store.NewJournal(c.st, c.Lease) }
 
 // Offer hands the checkpointer a state to write. It never blocks.
-func (c *Checkpointer) Offer(s runtime.State) {
+func (c *Checkpointer) Offer(s engine.State) {
 	c.mu.Lock()
 	c.pending = &s
 	c.mu.Unlock()
@@ -201,12 +202,12 @@ func (c *Checkpointer) flush(ctx context.Context) error {
 // Write seals and writes s at once, under the lease, and returns when it
 // is in the store: for a handoff, whose receiver must find this state and
 // no older one.
-func (c *Checkpointer) Write(ctx context.Context, s runtime.State) error {
+func (c *Checkpointer) Write(ctx context.Context, s engine.State) error {
 	return c.save(ctx, c.Lease(), s)
 }
 
 // save seals and writes s under l, unless a newer state was written.
-func (c *Checkpointer) save(ctx context.Context, l store.Lease, s runtime.State) error {
+func (c *Checkpointer) save(ctx context.Context, l store.Lease, s engine.State) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if s.Seq < c.written {
@@ -235,7 +236,7 @@ func (c *Checkpointer) Release(ctx context.Context) error {
 }
 
 // Resume loads session's latest checkpoint from st, verified with keys:
-// the state to start a session from (runtime.WithState) and the transport
+// the state to start a session from (engine.WithState) and the transport
 // facts sealed with it.
 func Resume(ctx context.Context, st store.Store, session string, keys ...Key) (Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/scripted"
 	"github.com/holdline/holdline/store"
 )
@@ -37,7 +38,7 @@ type worker struct {
 
 // startWorker runs a text session for session id under owner, checkpointed
 // to st; from, if set, is the state it resumes from.
-func startWorker(t *testing.T, st store.Store, owner string, from *runtime.State, answers ...string) *worker {
+func startWorker(t *testing.T, st store.Store, owner string, from *engine.State, answers ...string) *worker {
 	t.Helper()
 	var responses []scripted.Response
 	for _, a := range answers {
@@ -47,9 +48,9 @@ func startWorker(t *testing.T, st store.Store, owner string, from *runtime.State
 	if err := cp.Acquire(context.Background()); err != nil {
 		t.Fatalf("%s: %v", owner, err)
 	}
-	opts := []runtime.Option{runtime.WithID("sess_1"), runtime.WithCheckpoints(cp.Offer), runtime.WithJournal(cp.Journal())}
+	opts := []runtime.Option{runtime.WithID("sess_1"), engine.WithCheckpoints(cp.Offer), runtime.WithJournal(cp.Journal())}
 	if from != nil {
-		opts = append(opts, runtime.WithState(*from))
+		opts = append(opts, engine.WithState(*from))
 	}
 	s, err := runtime.New(&runtime.Agent{Name: "desk", Model: scripted.NewLLM(responses...)}, opts...)
 	if err != nil {

@@ -2,7 +2,7 @@
 // its process: to another worker after a crash or a transfer, through a
 // checkpoint store, or in a SIP REFER's X-Holdline-Handoff header.
 //
-// A [Snapshot] is a versioned JSON document: the session's runtime.State
+// A [Snapshot] is a versioned JSON document: the session's engine.State
 // (active agent, chat context, tool ledger with in-flight, deferred and
 // unknown calls and their idempotency keys, user data, epoch) and the
 // transport's metadata. [Seal] signs it with HMAC-SHA256 under a key from

@@ -5,14 +5,14 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/handoff"
-	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 )
 
 func Example() {
 	key := handoff.Key{ID: "2026-11", Secret: []byte("a secret from configuration, 32B")}
 	sealed, err := handoff.Seal(handoff.Snapshot{
 		CreatedAt: time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC),
-		State:     runtime.State{SessionID: "sess_42", Agent: "billing", Epoch: 3},
+		State:     engine.State{SessionID: "sess_42", Agent: "billing", Epoch: 3},
 		Transport: map[string]string{"kind": "sip"},
 	}, key)
 	if err != nil {

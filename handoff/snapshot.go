@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/llm"
-	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/tools"
 )
 
@@ -34,9 +34,9 @@ const MinKeyLen = 16
 
 // Snapshot is a session on its way out of its process.
 type Snapshot struct {
-	Version   int           `json:"version"`
-	CreatedAt time.Time     `json:"created_at"`
-	State     runtime.State `json:"state"`
+	Version   int          `json:"version"`
+	CreatedAt time.Time    `json:"created_at"`
+	State     engine.State `json:"state"`
 	// Transport holds routing facts for the transport that picks the
 	// session up (the kind of line, a caller's number): never secrets.
 	Transport map[string]string `json:"transport,omitempty"`

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/llm"
-	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/tools"
 )
 
@@ -19,7 +19,7 @@ var testKey = Key{ID: "k1", Secret: []byte("0123456789abcdef0123456789abcdef")}
 
 // allStates is a session whose ledger has a call in every state.
 func allStates() Snapshot {
-	st := runtime.State{
+	st := engine.State{
 		SessionID: "sess_1", Agent: "front-desk", Epoch: 4, NextCall: 9,
 		UserData: map[string]json.RawMessage{"customer": json.RawMessage(`{"name":"Ada"}`)},
 	}

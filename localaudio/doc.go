@@ -12,7 +12,7 @@
 //	...
 //	sess, err := runtime.New(agent,
 //		runtime.WithOutput(dev, dev.Rate()),
-//		runtime.WithInput(runtime.InputConfig{Rate: media.Rate16k}))
+//		engine.WithInput(engine.InputConfig{Rate: media.Rate16k}))
 //	...
 //	go sess.Run(ctx)
 //	err = dev.Pump(ctx, sess.PushAudio)

@@ -13,6 +13,7 @@ import (
 	"github.com/holdline/holdline/localaudio"
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 )
 
 // agent is the agent to talk to: its model, voice and recogniser.
@@ -36,7 +37,7 @@ func Example() {
 
 	sess, err := runtime.New(agent,
 		runtime.WithOutput(dev, dev.Rate()),
-		runtime.WithInput(runtime.InputConfig{Rate: media.Rate16k}))
+		engine.WithInput(engine.InputConfig{Rate: media.Rate16k}))
 	if err != nil {
 		log.Fatal(err)
 	}

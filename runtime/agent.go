@@ -4,14 +4,11 @@ import (
 	"context"
 
 	"github.com/holdline/holdline/llm"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/stt"
 	"github.com/holdline/holdline/tools"
 	"github.com/holdline/holdline/tts"
 )
-
-// DefaultApology is what an agent says when its model fails before saying
-// anything.
-const DefaultApology = "Sorry, I ran into a problem on my side. Could you say that again?"
 
 // AgentFunc makes the agent for a new call, with a function that releases
 // what it holds (provider connections, decoders) once the call has ended
@@ -53,22 +50,23 @@ type Agent struct {
 	// OnEnter runs when the session starts, on a goroutine of its own (so it
 	// may wait, under ctx), and when a handoff makes it the agent; a
 	// typical body greets the caller with s.GenerateReply. For a session
-	// restored from a State, s.Restored is true and the OnEnter that runs
+	// restored from a state, s.Restored is true and the OnEnter that runs
 	// is the restored agent's: a greeting there would repeat one the
 	// caller has heard (the transport that restored the session has the
 	// agent pick up where it was).
 	OnEnter func(ctx context.Context, s *Session) error
 	// Peers are the agents this one may hand the session to
-	// (Session.Handoff). They are how a session restored from a State
-	// (WithState) comes back as the agent it was talking as: New looks the
-	// state's agent up by Name among the agent given to it, its peers,
-	// their peers and so on. A state naming none of them is taken over by
+	// (Session.Handoff). They are how a session restored from a state
+	// (engine.WithState) comes back as the agent it was talking as: New
+	// looks the state's agent up by Name among the agent given to it, its
+	// peers, their peers and so on. A state naming none of them is taken over by
 	// the agent given to New, as a transfer to another worker's agent is.
 	Peers []*Agent
 	// DTMF says what a key the caller pressed on a phone does. By default
 	// (DTMFAsInput) it is a user turn the model answers, written as
-	// DTMFText says ("Pressed 1"), so "press 1 to confirm" works with any
-	// model; DTMFEventOnly leaves it an event for the agent's own code.
+	// engine.DTMFText says ("Pressed 1"), so "press 1 to confirm" works
+	// with any model; DTMFEventOnly leaves it an event for the agent's own
+	// code.
 	DTMF DTMFMode
 }
 
@@ -76,14 +74,16 @@ type Agent struct {
 type DTMFMode int
 
 const (
-	// DTMFAsInput makes each key press a user turn (DTMFText).
+	// DTMFAsInput makes each key press a user turn ("Pressed 1").
 	DTMFAsInput DTMFMode = iota
 	// DTMFEventOnly only emits the dtmf event.
 	DTMFEventOnly
 )
 
-// DTMFText is the user turn a key press becomes under DTMFAsInput.
-func DTMFText(digit rune) string { return "Pressed " + string(digit) }
+// describe is what the session core knows of a: no providers.
+func (a *Agent) describe() engine.Agent {
+	return engine.Agent{Name: a.Name, Instructions: a.Instructions, Tools: a.Tools, DTMFEventOnly: a.DTMF == DTMFEventOnly}
+}
 
 // find returns the agent named name among a and the agents reachable
 // through Peers, or nil.

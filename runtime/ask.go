@@ -3,9 +3,8 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/tools"
 )
 
@@ -47,21 +46,19 @@ type Reply struct {
 func (s *Session) Ask(ctx context.Context, text string) (Reply, error) {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
-	// The exchange is registered in the very step that takes the text,
-	// so nothing the agent does in answer can be missed.
-	ex := &exchange{done: make(chan exchangeEnd, 1)}
-	if err := s.send(ctx, askRequest{text: text, ex: ex}); err != nil {
+	a := &askRequest{text: text, done: make(chan askEnd, 1)}
+	if err := s.send(ctx, a); err != nil {
 		if ctx.Err() != nil {
 			return Reply{}, fmt.Errorf("%w: ask: %w", ErrWaitTimeout, err)
 		}
 		return Reply{}, err
 	}
 	select {
-	case r := <-ex.done:
+	case r := <-a.done:
 		return r.reply, r.err
 	case <-s.done:
 		select {
-		case r := <-ex.done:
+		case r := <-a.done:
 			return r.reply, r.err
 		default:
 			return Reply{}, ErrSessionClosed
@@ -71,101 +68,23 @@ func (s *Session) Ask(ctx context.Context, text string) (Reply, error) {
 	}
 }
 
-// askRequest is Ask's text, with the exchange that follows it.
+// askRequest is Ask's text, and the exchange that follows it once the
+// conductor has taken it.
 type askRequest struct {
 	text string
-	ex   *exchange
+	ex   *engine.Exchange
+	done chan askEnd
 }
 
-func (askRequest) input() {}
-
-// exchange follows one Ask on the conductor goroutine: the turns that
-// answer it, until the agent is idle.
-type exchange struct {
-	from  uint64       // the exchange's first epoch
-	turns []*turnState // its turns, in epoch order; kept after they settle
-	done  chan exchangeEnd
-}
-
-type exchangeEnd struct {
+type askEnd struct {
 	reply Reply
 	err   error
 }
 
-// take hands an input to the conductor and keeps the exchanges under way
-// up to date; an exchange that has come to idle gets its reply.
-func (s *Session) take(in Input) {
-	c := s.c
-	if a, ok := in.(askRequest); ok {
-		a.ex.from = c.epoch + 1
-		s.exchanges = append(s.exchanges, a.ex)
-		in = UserText{Text: a.text}
+// bounded gives ctx the default wait deadline unless it has one already.
+func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
 	}
-	c.handle(in)
-	if len(s.exchanges) == 0 {
-		return
-	}
-	// A turn starts in one input and settles in a later one, so looking
-	// at the turns after every input sees each of them.
-	for _, ex := range s.exchanges {
-		for _, t := range c.turns {
-			if t.epoch >= ex.from && (len(ex.turns) == 0 || t.epoch > ex.turns[len(ex.turns)-1].epoch) {
-				ex.turns = append(ex.turns, t)
-			}
-		}
-	}
-	if c.idle {
-		s.finishExchanges(nil)
-	}
-}
-
-// closeExchanges gives the exchanges still under way when the session
-// ends what they have, with ErrSessionClosed.
-func (s *Session) closeExchanges() { s.finishExchanges(ErrSessionClosed) }
-
-func (s *Session) finishExchanges(err error) {
-	for _, ex := range s.exchanges {
-		ex.done <- exchangeEnd{reply: ex.reply(s.c), err: err}
-	}
-	clear(s.exchanges)
-	s.exchanges = s.exchanges[:0]
-}
-
-// reply reads the exchange's turns as they stand.
-func (ex *exchange) reply(c *conductor) Reply {
-	var r Reply
-	var said, heard []string
-	for _, t := range ex.turns {
-		said = appendText(said, t.planned.String())
-		played := t.handle.PlayedText()
-		if !t.playoutDone {
-			played = c.playedText(t, c.edges.Played(t.epoch))
-		}
-		heard = appendText(heard, played)
-		r.Interrupted = r.Interrupted || t.interrupted
-		for _, cs := range t.calls {
-			r.Calls = append(r.Calls, copyCall(cs.rec))
-		}
-	}
-	r.Said, r.Heard = strings.Join(said, " "), strings.Join(heard, " ")
-	return r
-}
-
-func appendText(texts []string, text string) []string {
-	if text = strings.TrimSpace(text); text != "" {
-		texts = append(texts, text)
-	}
-	return texts
-}
-
-// copyCall copies a ledger record, so that the reply shares nothing with
-// the conductor.
-func copyCall(c *tools.Call) tools.Call {
-	out := *c
-	out.Args = slices.Clone(c.Args)
-	if c.Late != nil {
-		late := *c.Late
-		out.Late = &late
-	}
-	return out
+	return context.WithTimeout(ctx, DefaultWaitTimeout)
 }

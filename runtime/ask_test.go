@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/scripted"
 	"github.com/holdline/holdline/tools"
 )
@@ -109,7 +110,7 @@ func TestAskCountsWhatWasHeard(t *testing.T) {
 func TestAskIsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, setup{
-			opts:      []Option{WithStallTimeout(time.Hour)},
+			opts:      []Option{engine.WithStallTimeout(time.Hour)},
 			responses: []scripted.Response{{Hang: true}, {Hang: true}},
 		})
 		t0 := time.Now()
@@ -126,7 +127,7 @@ func TestAskIsBounded(t *testing.T) {
 		}
 	})
 	synctest.Test(t, func(t *testing.T) {
-		s, err := New(&Agent{Name: "a", Model: scripted.NewLLM(scripted.Response{Hang: true})}, WithStallTimeout(time.Hour))
+		s, err := New(&Agent{Name: "a", Model: scripted.NewLLM(scripted.Response{Hang: true})}, engine.WithStallTimeout(time.Hour))
 		if err != nil {
 			t.Fatal(err)
 		}

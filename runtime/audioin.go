@@ -14,85 +14,19 @@ import (
 
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/media/aec"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/stt"
 	"github.com/holdline/holdline/vad"
 )
 
-// EchoCanceller removes the agent's own voice from the caller's audio. The
-// session feeds it, with Playback, exactly what the output played, silence
-// included, and passes each frame of caller audio through Process.
-// media/aec's Canceller is one.
-type EchoCanceller interface {
-	// Playback appends played audio at the input rate.
-	Playback(samples []int16)
-	// Process cancels the echo in one frame of FrameSize samples.
-	Process(near, out []int16) error
-	FrameSize() int
-	// FarActive reports whether the agent may be audible in the frame
-	// just processed.
-	FarActive() bool
-	// Delay is the estimated delay of the echo, once known.
-	Delay() (time.Duration, bool)
-	Close() error
-}
-
-// echoPather is an EchoCanceller that measures the line's echo path
+// echoPather is an engine.EchoCanceller that measures the line's echo path
 // (media/aec's Canceller does).
 type echoPather interface{ EchoPath() aec.EchoPath }
 
-// echoJudge is an EchoCanceller that can tell that a frame holds nothing
+// echoJudge is an engine.EchoCanceller that can tell that a frame holds nothing
 // but the echo (media/aec's Canceller can): louder than the canceller's
 // residual, but not louder than the line's echo of what was played.
 type echoJudge interface{ EchoOnly() bool }
-
-// InputConfig sets how caller audio is judged.
-type InputConfig struct {
-	// Detector scores each frame (default: vad.NewEnergy()).
-	Detector vad.Detector
-	// Segmenter turns scores into speech start and stop while the agent
-	// is silent (zero fields take the vad package's defaults).
-	Segmenter vad.SegmenterConfig
-	// BargeIn decides, while the agent is audible, whether the caller is
-	// interrupting (zero fields take the vad package's defaults; its
-	// Segmenter field is replaced by Segmenter above).
-	BargeIn vad.ArbiterConfig
-	// EchoCanceller cleans the caller's audio before anything judges it.
-	// Nil uses media/aec when libspeexdsp can be loaded (a warning says
-	// what to install when it cannot); NoEchoCancellation turns it off.
-	EchoCanceller EchoCanceller
-	// NoEchoCancellation turns echo cancellation off, for callers whose
-	// device cancels echo already (a browser).
-	NoEchoCancellation bool
-	// EchoFree says the caller's device removes the agent's voice from
-	// what it sends (a browser's own echo cancellation, a headset): speech
-	// over the agent is the caller's, so barge-in is judged as in a pause
-	// between the agent's words, with no raised threshold and no wait for
-	// an echo tail. Leave it off for phone lines and loudspeakers.
-	EchoFree bool
-	// Rate is the caller audio rate the recogniser is opened at (default
-	// 16 kHz). Echo cancellation works on frames at this rate, 8 or
-	// 16 kHz.
-	Rate int
-}
-
-// DefaultInputConfig is the input configuration used when none is given.
-func DefaultInputConfig() InputConfig {
-	return InputConfig{Rate: media.Rate16k}
-}
-
-// WithInput sets how caller audio is judged.
-func WithInput(in InputConfig) Option {
-	return func(c *config) error {
-		if in.Rate == 0 {
-			in.Rate = media.Rate16k
-		}
-		if err := media.CheckRate(in.Rate); err != nil {
-			return fmt.Errorf("runtime: input: %w", err)
-		}
-		c.input = in
-		return nil
-	}
-}
 
 // echoTailMargin is added to the echo canceller's delay estimate to get how
 // long echo may last after the output pauses: the room's decay and the
@@ -106,8 +40,8 @@ const echoTailMargin = 150 * time.Millisecond
 type audioInput struct {
 	s   *Session
 	det vad.Detector
-	cfg InputConfig
-	aec EchoCanceller
+	cfg engine.InputConfig
+	aec engine.EchoCanceller
 	tap *echoTap
 
 	// pending gathers caller audio into the canceller's frame size;
@@ -133,16 +67,16 @@ type audioInput struct {
 	// mu guards the judge and the recogniser stream: the frame path and
 	// the transcript relay both use them.
 	mu     sync.Mutex
-	judged *InputJudge
+	judged *engine.InputJudge
 	stream stt.Stream
 }
 
-func newAudioInput(s *Session, cfg InputConfig, aec EchoCanceller, tap *echoTap) (*audioInput, error) {
+func newAudioInput(s *Session, cfg engine.InputConfig, aec engine.EchoCanceller, tap *echoTap) (*audioInput, error) {
 	det := cfg.Detector
 	if det == nil {
 		det = vad.NewEnergy()
 	}
-	a := &audioInput{s: s, det: det, cfg: cfg, aec: aec, tap: tap, judged: NewInputJudge(cfg)}
+	a := &audioInput{s: s, det: det, cfg: cfg, aec: aec, tap: tap, judged: engine.NewInputJudge(cfg)}
 	if aec != nil {
 		n := aec.FrameSize()
 		a.pending, a.clean = make([]int16, 0, n), make([]int16, n)
@@ -175,7 +109,7 @@ func (a *audioInput) start(ctx context.Context, g *errgroup.Group) error {
 				continue
 			}
 			if err != nil {
-				a.s.post(ProviderFailover{Provider: "stt", Err: err})
+				a.s.post(engine.ProviderFailover{Provider: "stt", Err: err})
 			}
 			var stream stt.Stream
 			if stream, err = rec.Stream(ctx, a.cfg.Rate); err == nil {
@@ -206,12 +140,12 @@ func (a *audioInput) start(ctx context.Context, g *errgroup.Group) error {
 				return nil
 			}
 			if len(recs) == 0 || recs[0] == nil {
-				a.s.post(providerFailure{provider: "stt", err: err})
+				a.s.post(engine.ProviderFailure{Provider: "stt", Err: err})
 				return nil
 			}
-			a.s.post(ProviderFailover{Provider: "stt", Err: err})
+			a.s.post(engine.ProviderFailover{Provider: "stt", Err: err})
 			if stream, err = open(); err != nil {
-				a.s.post(providerFailure{provider: "stt", err: err})
+				a.s.post(engine.ProviderFailure{Provider: "stt", Err: err})
 				return nil
 			}
 		}
@@ -228,7 +162,7 @@ func (a *audioInput) relay(ctx context.Context, tr stt.Transcript) {
 		// What was played matters also just after a resume, when the
 		// agent may be silent for a moment.
 		qctx, cancel := context.WithTimeout(ctx, time.Second)
-		played, _ = ask(qctx, a.s, func(c *conductor) string { return c.recentlyPlayed() })
+		played, _ = onCore(qctx, a.s, (*engine.Core).RecentlyPlayed)
 		cancel()
 	}
 	a.mu.Lock()
@@ -238,7 +172,7 @@ func (a *audioInput) relay(ctx context.Context, tr stt.Transcript) {
 		a.endPending.Store(true)
 	}
 	for _, in := range ins {
-		if ut, ok := in.(UserTranscript); ok {
+		if ut, ok := in.(engine.UserTranscript); ok {
 			ut.Confidence = tr.Confidence
 			in = ut
 		}
@@ -326,7 +260,7 @@ func (a *audioInput) judge(ctx context.Context, f media.Frame, cancelled bool) e
 			// line stays up: a recogniser that failed over meanwhile, or
 			// fell behind, costs words, which the event reports.
 			if a.current(stream) && ctx.Err() == nil && !a.writeFailing.Swap(true) {
-				a.s.post(providerFailure{provider: "stt", err: err})
+				a.s.post(engine.ProviderFailure{Provider: "stt", Err: err})
 			}
 			return a.decide(ctx, in)
 		}
@@ -360,7 +294,7 @@ func (a *audioInput) reportPath(ctx context.Context) error {
 		return nil
 	}
 	a.path = p
-	in := EchoPathMeasured{State: p.State.String()}
+	in := engine.EchoPathMeasured{State: p.State.String()}
 	if p.State == aec.EchoPresent {
 		in.Delay, in.GainDB = p.Delay, math.Round(p.GainDB*10)/10
 	}
@@ -375,7 +309,7 @@ func (a *audioInput) current(stream stt.Stream) bool {
 }
 
 // decide hands the judge's input, if any, to the conductor.
-func (a *audioInput) decide(ctx context.Context, in Input) error {
+func (a *audioInput) decide(ctx context.Context, in engine.Input) error {
 	if in == nil {
 		return nil
 	}
@@ -387,16 +321,16 @@ func (a *audioInput) decide(ctx context.Context, in Input) error {
 // rate, and remembers when the agent was last audible.
 type echoTap struct {
 	next        media.Sink
-	aec         EchoCanceller
+	aec         engine.EchoCanceller
 	rs          *media.Resampler // nil when the rates match
 	buf         []int16
-	clock       Clock
+	clock       engine.Clock
 	lastAudible atomic.Int64 // clock time in ns; 0: never
 	// continuous: idle silence goes to the sink too (WithContinuousOutput).
 	continuous bool
 }
 
-func newEchoTap(next media.Sink, aec EchoCanceller, clock Clock, outRate, inRate int) (*echoTap, error) {
+func newEchoTap(next media.Sink, aec engine.EchoCanceller, clock engine.Clock, outRate, inRate int) (*echoTap, error) {
 	t := &echoTap{next: next, aec: aec, clock: clock}
 	if aec != nil && outRate != inRate {
 		rs, err := media.NewResampler(outRate, inRate)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/media/aec"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/vad"
 	"github.com/holdline/holdline/vad/silero"
 )
@@ -61,7 +62,7 @@ func benchCallerAudio(b *testing.B, vadName string, rate int) {
 		defer s.Close()
 		det = s
 	}
-	s := &Session{mailbox: make(chan Input, 64), done: make(chan struct{})}
+	s := &Session{mailbox: make(chan any, 64), done: make(chan struct{})}
 	defer close(s.done)
 	go func() {
 		for {
@@ -73,11 +74,11 @@ func benchCallerAudio(b *testing.B, vadName string, rate int) {
 		}
 	}()
 	s.agentTurn.Store(true)
-	tap, err := newEchoTap(media.SinkFunc(func(media.Frame) error { return nil }), canceller, WallClock(), rate, rate)
+	tap, err := newEchoTap(media.SinkFunc(func(media.Frame) error { return nil }), canceller, engine.WallClock(), rate, rate)
 	if err != nil {
 		b.Fatal(err)
 	}
-	in, err := newAudioInput(s, InputConfig{Detector: det, Rate: rate}, canceller, tap)
+	in, err := newAudioInput(s, engine.InputConfig{Detector: det, Rate: rate}, canceller, tap)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/media"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/tools"
 	"github.com/holdline/holdline/tts"
 )
@@ -85,7 +86,7 @@ func (g generation) run(ctx context.Context, req llm.Request) {
 }
 
 // read streams the model's answer, from the backup model if the agent's
-// model fails before its first token. It reports ModelDone before closing
+// model fails before its first token. It reports engine.ModelDone before closing
 // pieces, so the conductor always learns the answer is complete before the
 // turn's audio can finish. A model that fails having said nothing leaves
 // the agent's apology to be spoken, not silence.
@@ -111,7 +112,7 @@ func (g generation) read(ctx context.Context, req llm.Request, pieces chan<- pie
 			continue
 		}
 		if err != nil {
-			g.s.post(ProviderFailover{Provider: "llm", Err: err})
+			g.s.post(engine.ProviderFailover{Provider: "llm", Err: err})
 			req.Reason = llm.ReasonRetry
 		}
 		var started bool
@@ -130,9 +131,9 @@ func (g generation) read(ctx context.Context, req llm.Request, pieces chan<- pie
 		if rest == "" {
 			rest = DefaultApology
 		}
-		g.s.post(ModelText{Epoch: g.epoch, Text: rest})
+		g.s.post(engine.ModelText{Epoch: g.epoch, Text: rest})
 	}
-	g.s.post(ModelDone{Epoch: g.epoch, Calls: calls.Calls(), Err: err})
+	g.s.post(engine.ModelDone{Epoch: g.epoch, Calls: calls.Calls(), Err: err})
 	if rest != "" {
 		send(piece{text: rest})
 	}
@@ -147,7 +148,7 @@ func (g generation) stream(ctx context.Context, model llm.Model, req llm.Request
 	deliver := func(p piece) bool {
 		// Waiting for the speaker is not the model stalling.
 		stall.Stop()
-		defer stall.Reset(g.s.cfg.stallTimeout)
+		defer stall.Reset(g.s.cfg.StallTimeout)
 		return send(p)
 	}
 	stream, err := model.Stream(sctx, req)
@@ -159,10 +160,10 @@ func (g generation) stream(ctx context.Context, model llm.Model, req llm.Request
 			if err != nil {
 				break
 			}
-			stall.Reset(g.s.cfg.stallTimeout)
+			stall.Reset(g.s.cfg.StallTimeout)
 			if chunk.Text != "" {
 				started = true
-				g.s.post(ModelText{Epoch: g.epoch, Text: chunk.Text})
+				g.s.post(engine.ModelText{Epoch: g.epoch, Text: chunk.Text})
 				for _, p := range chunker.Push(chunk.Text) {
 					if !deliver(piece{text: p}) {
 						return started, ctx.Err()
@@ -171,7 +172,7 @@ func (g generation) stream(ctx context.Context, model llm.Model, req llm.Request
 			}
 			if chunk.Transcript != "" {
 				started = true
-				g.s.post(ModelText{Epoch: g.epoch, Text: chunk.Transcript})
+				g.s.post(engine.ModelText{Epoch: g.epoch, Text: chunk.Transcript})
 				if !deliver(piece{transcript: chunk.Transcript}) {
 					return started, ctx.Err()
 				}
@@ -201,7 +202,7 @@ func (g generation) stream(ctx context.Context, model llm.Model, req llm.Request
 // model's own audio. Word timings are shifted onto the turn's audio
 // timeline; a synthesiser that gives none gets estimated ones spread over
 // each phrase's audio, and a speaking model's transcript is timed by
-// voiceWords. A phrase the voice fails on is tried again as PhraseTries
+// voiceWords. A phrase the voice fails on is tried again as engine.PhraseTries
 // says; if no voice can speak it, it and the rest of the answer are
 // reported unspoken, so the context says what the caller missed.
 func (g generation) speak(ctx context.Context, pieces <-chan piece) {
@@ -217,7 +218,7 @@ func (g generation) speak(ctx context.Context, pieces <-chan piece) {
 		offset   time.Duration
 		failed   error
 		unspoken strings.Builder
-		tries    = PhraseTries{Voices: len(voices)}
+		tries    = engine.PhraseTries{Voices: len(voices)}
 		out      = outputQueue{player: g.s.player, epoch: g.epoch}
 		voice    voiceWords
 	)
@@ -265,19 +266,19 @@ func (g generation) speak(ctx context.Context, pieces <-chan piece) {
 	}
 	g.postWords(voice.timed(offset, true))
 	if textOnly {
-		g.s.post(SpeechDone{Epoch: g.epoch})
-		g.s.post(PlayoutFinished{Epoch: g.epoch})
+		g.s.post(engine.SpeechDone{Epoch: g.epoch})
+		g.s.post(engine.PlayoutFinished{Epoch: g.epoch})
 		return
 	}
 	g.s.player.EndEpoch(g.epoch)
-	g.s.post(SpeechDone{Epoch: g.epoch, Err: failed, Unspoken: strings.TrimSpace(unspoken.String())})
+	g.s.post(engine.SpeechDone{Epoch: g.epoch, Err: failed, Unspoken: strings.TrimSpace(unspoken.String())})
 }
 
 // sayPhrase speaks one phrase, trying again as tries says when the voice
 // fails: a retry or a backup voice says the whole phrase, so a caller who
 // heard its start hears it begin again rather than a gap. It returns where
 // the phrase's audio ends, and the last error if no voice could speak it.
-func (g generation) sayPhrase(ctx context.Context, voices []tts.Synthesizer, tries *PhraseTries,
+func (g generation) sayPhrase(ctx context.Context, voices []tts.Synthesizer, tries *engine.PhraseTries,
 	text string, offset time.Duration, out *outputQueue) (time.Duration, error) {
 	tries.Next()
 	for {
@@ -291,10 +292,10 @@ func (g generation) sayPhrase(ctx context.Context, voices []tts.Synthesizer, tri
 			return offset, err
 		}
 		if failover {
-			g.s.post(ProviderFailover{Provider: "tts", Err: err})
+			g.s.post(engine.ProviderFailover{Provider: "tts", Err: err})
 			continue
 		}
-		t := time.NewTimer(min(wait, g.s.cfg.stallTimeout))
+		t := time.NewTimer(min(wait, g.s.cfg.StallTimeout))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -306,7 +307,7 @@ func (g generation) sayPhrase(ctx context.Context, voices []tts.Synthesizer, tri
 
 func (g generation) postWords(words []tts.WordTiming) {
 	if len(words) > 0 {
-		g.s.post(SpeechWords{Epoch: g.epoch, Words: words})
+		g.s.post(engine.SpeechWords{Epoch: g.epoch, Words: words})
 	}
 }
 
@@ -324,7 +325,7 @@ func (g generation) synthesize(ctx context.Context, synth tts.Synthesizer, text 
 		if err != nil {
 			break
 		}
-		stall.Reset(g.s.cfg.stallTimeout)
+		stall.Reset(g.s.cfg.StallTimeout)
 		if len(chunk.Words) > 0 {
 			timed = true
 			words := make([]tts.WordTiming, len(chunk.Words))
@@ -469,15 +470,11 @@ func (v *voiceWords) timed(end time.Duration, final bool) []tts.WordTiming {
 	return out
 }
 
-// ErrProviderStalled ends a model or synthesis stream that sent nothing for
-// longer than the session's stall timeout.
-var ErrProviderStalled = errors.New("runtime: provider stalled")
-
 // stallGuard returns a context that is cancelled, with ErrProviderStalled as
 // its cause, when the returned timer fires; callers Reset it on every sign
 // of life.
 func (g generation) stallGuard(ctx context.Context, what string) (context.Context, *stallTimer) {
-	limit := g.s.cfg.stallTimeout
+	limit := g.s.cfg.StallTimeout
 	sctx, cancel := context.WithCancelCause(ctx)
 	t := &stallTimer{cancel: cancel}
 	t.Timer = time.AfterFunc(limit, func() {
@@ -528,7 +525,7 @@ var errCancelled = errors.New("runtime: call cancelled because the user interrup
 // abandoned at the deadline: the call is recorded as timed out and the
 // session goes on; if the body finishes later, that late outcome is reported
 // (and journaled) too, because it is what really happened.
-func (e *liveEdges) RunTool(r ToolRun) {
+func (e *liveEdges) RunTool(r engine.ToolRun) {
 	deadline, cancelDeadline := context.WithTimeout(e.ctx, r.Tool.Timeout())
 	ctx, cancel := context.WithCancelCause(deadline)
 	e.mu.Lock()
@@ -545,28 +542,28 @@ func (e *liveEdges) RunTool(r ToolRun) {
 		ctx := tools.WithPlayout(ctx, r.Turn)
 		ctx = tools.WithCallInfo(ctx, tools.CallInfo{ID: r.CallID, Name: r.Tool.Name(), Epoch: r.Epoch, IdempotencyKey: r.Key})
 		ctx = context.WithValue(ctx, sessionKey{}, e.s)
-		rec := tools.Record{Session: e.s.cfg.id, CallID: r.CallID, Tool: r.Tool.Name(), Key: r.Key, Args: r.Args}
+		rec := tools.Record{Session: e.s.cfg.ID, CallID: r.CallID, Tool: r.Tool.Name(), Key: r.Key, Args: r.Args}
 		mutation := r.Tool.Effect() == tools.Mutation
 		if mutation {
 			// A failing store must not stop the call: it goes on in memory
 			// and the failure is reported.
-			if err := e.journal(func(jctx context.Context) error { return e.s.cfg.journal.WriteIntent(jctx, rec) }); err != nil {
-				e.s.post(providerFailure{provider: "journal", err: fmt.Errorf("intent of %s: %w", r.CallID, err)})
+			if err := e.journal(func(jctx context.Context) error { return e.s.cfg.Journal.WriteIntent(jctx, rec) }); err != nil {
+				e.s.post(engine.ProviderFailure{Provider: "journal", Err: fmt.Errorf("intent of %s: %w", r.CallID, err)})
 			}
 		}
-		done := make(chan ToolOutcome, 1) // buffered: an abandoned body can still finish
+		done := make(chan engine.ToolOutcome, 1) // buffered: an abandoned body can still finish
 		go func() {
 			out, err := r.Tool.Run(ctx, r.Args)
 			done <- outcomeOf(ctx, r.CallID, out, err)
 		}()
-		var o ToolOutcome
+		var o engine.ToolOutcome
 		select {
 		case o = <-done:
 		case <-deadline.Done():
 			if e.ctx.Err() != nil {
 				return // the session is ending
 			}
-			e.s.post(ToolOutcome{CallID: r.CallID, State: tools.StateTimedOut,
+			e.s.post(engine.ToolOutcome{CallID: r.CallID, State: tools.StateTimedOut,
 				Err: fmt.Errorf("%w: no result within %v", ErrWaitTimeout, r.Tool.Timeout())})
 			select {
 			case o = <-done: // the late outcome, posted below
@@ -579,8 +576,8 @@ func (e *liveEdges) RunTool(r ToolRun) {
 			if o.Err != nil {
 				rec.Output = o.Err.Error()
 			}
-			if err := e.journal(func(jctx context.Context) error { return e.s.cfg.journal.WriteOutcome(jctx, rec) }); err != nil {
-				e.s.post(providerFailure{provider: "journal", err: fmt.Errorf("outcome of %s: %w", r.CallID, err)})
+			if err := e.journal(func(jctx context.Context) error { return e.s.cfg.Journal.WriteOutcome(jctx, rec) }); err != nil {
+				e.s.post(engine.ProviderFailure{Provider: "journal", Err: fmt.Errorf("outcome of %s: %w", r.CallID, err)})
 			}
 		}
 		e.s.post(o)
@@ -588,8 +585,8 @@ func (e *liveEdges) RunTool(r ToolRun) {
 }
 
 // outcomeOf names the state a body's return puts its call in.
-func outcomeOf(ctx context.Context, id, out string, err error) ToolOutcome {
-	o := ToolOutcome{CallID: id, State: tools.StateSucceeded, Output: out, Err: err}
+func outcomeOf(ctx context.Context, id, out string, err error) engine.ToolOutcome {
+	o := engine.ToolOutcome{CallID: id, State: tools.StateSucceeded, Output: out, Err: err}
 	switch {
 	case err == nil:
 	case errors.Is(context.Cause(ctx), errCancelled) && errors.Is(err, context.Canceled):
@@ -622,22 +619,22 @@ func (e *liveEdges) CancelTool(id string) {
 
 // Reconcile asks the tool's Reconciler what call r.Of really did, under the
 // tool's deadline.
-func (e *liveEdges) Reconcile(r ToolRun) {
+func (e *liveEdges) Reconcile(r engine.ToolRun) {
 	e.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(e.ctx, r.Tool.Timeout())
 		defer cancel()
-		res := ReconcileOutcome{CallID: r.CallID, Of: r.Of}
+		res := engine.ReconcileOutcome{CallID: r.CallID, Of: r.Of}
 		rec := r.Tool.Reconciler()
 		ci := tools.CallInfo{ID: r.Of, Name: r.Tool.Name(), Epoch: r.Epoch, IdempotencyKey: r.Key}
-		done := make(chan ReconcileOutcome, 1)
+		done := make(chan engine.ReconcileOutcome, 1)
 		go func() {
 			defer func() {
 				if p := recover(); p != nil {
-					done <- ReconcileOutcome{CallID: r.CallID, Of: r.Of, Err: fmt.Errorf("%w: reconcile: %v", tools.ErrToolPanicked, p)}
+					done <- engine.ReconcileOutcome{CallID: r.CallID, Of: r.Of, Err: fmt.Errorf("%w: reconcile: %v", tools.ErrToolPanicked, p)}
 				}
 			}()
 			found, err := rec(ctx, ci, r.Args)
-			done <- ReconcileOutcome{CallID: r.CallID, Of: r.Of, Done: found.Done, Output: found.Output, Err: err}
+			done <- engine.ReconcileOutcome{CallID: r.CallID, Of: r.Of, Done: found.Done, Output: found.Output, Err: err}
 		}()
 		select {
 		case res = <-done:

@@ -8,27 +8,6 @@ import (
 	"github.com/holdline/holdline/tools"
 )
 
-// DefaultEndReason is the reason of an End given none.
-const DefaultEndReason = "ended"
-
-// WithHangup tells the session's owner when the session ends the call
-// itself (End, EndCallTool), so that it hangs up its side: hangup is
-// called once, with End's reason, on Run's goroutine as the session stops
-// and before Run returns, and must not wait for the session. It is not
-// called when Run's ctx ends: whoever ended ctx knows. A host
-// (calls.Host) sets one for every call, so that the call's transport
-// hangs up (a SIP BYE, the browser's connection closed); an app may add
-// its own, and each is called, in order.
-func WithHangup(hangup func(reason string)) Option {
-	return func(c *config) error {
-		if hangup == nil {
-			return errors.New("runtime: nil hangup")
-		}
-		c.hangups = append(c.hangups, hangup)
-		return nil
-	}
-}
-
 // endRequest asks Run to end the session; callID is the tool call that
 // asked, if a tool did.
 type endRequest struct {
@@ -36,11 +15,10 @@ type endRequest struct {
 	callID string
 }
 
-func (endRequest) input() {}
-
 // End ends the call: the session stops taking input, emits session_ended
 // with reason (DefaultEndReason if empty), tells its owner to hang up
-// (WithHangup; a host's transport then hangs up), and Run returns nil.
+// (engine.WithHangup; a host's transport then hangs up), and Run returns
+// nil.
 // Whatever the agent is saying is cut: to let it finish first, End after
 // Ask returns, or give the agent EndCallTool, which hangs up once the
 // goodbye has played.
@@ -101,15 +79,9 @@ func (s *Session) stoppedOr(err error) error {
 // whatever its body goes on to return once its context is cancelled.
 // Nothing more is answered: the session is over.
 func (s *Session) ending(end endRequest) string {
-	c := s.c
-	if cs := c.calls[end.callID]; end.callID != "" && cs != nil && !cs.rec.State.Terminal() {
-		c.finishCall(cs, tools.Outcome{State: tools.StateSucceeded, Output: "the call has ended: " + end.reason}, "ended_the_call")
-	}
+	s.core.EndedBy(end.callID, end.reason)
 	return end.reason
 }
-
-// EndCallName is the name the model calls EndCallTool by.
-const EndCallName = "end_call"
 
 type endCallArgs struct {
 	Reason string `json:"reason,omitempty" jsonschema:"why the call ends, in a few words: the caller said goodbye, the caller asked to hang up"`
@@ -124,8 +96,8 @@ type endCallArgs struct {
 // the agent answers them. Ending is a Read as far as the ledger goes:
 // ending twice is ending once, and there is nothing to journal.
 //
-// On a transport that cannot hang up (no WithHangup: a bare session) it
-// ends Run.
+// On a transport that cannot hang up (no engine.WithHangup: a bare
+// session) it ends Run.
 func EndCallTool() *tools.Tool {
 	return tools.MustNew(EndCallName,
 		"Hang up: end the call. Say your goodbye in the same reply; the call ends once it has been heard.",

@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/scripted"
 	"github.com/holdline/holdline/tools"
 )
 
-// hangups records what a session's owner is told (WithHangup).
+// hangups records what a session's owner is told (engine.WithHangup).
 type hangups struct {
 	mu    sync.Mutex
 	calls []string
@@ -23,7 +24,7 @@ type hangups struct {
 }
 
 func (h *hangups) option(name string) Option {
-	return WithHangup(func(reason string) {
+	return engine.WithHangup(func(reason string) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.calls = append(h.calls, name+": "+reason)
@@ -118,7 +119,7 @@ func TestEndStopsTheSessionAndTellsItsOwner(t *testing.T) {
 			t.Errorf("owner told %q for an End without a reason; want %q", got, DefaultEndReason)
 		}
 	})
-	if err := WithHangup(nil)(&config{}); err == nil {
+	if err := engine.WithHangup(nil)(&engine.Settings{}); err == nil {
 		t.Error("a nil hangup was accepted")
 	}
 }

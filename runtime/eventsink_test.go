@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/scripted"
 )
 
@@ -60,7 +61,7 @@ func TestEventSinkSeesTheWholeCall(t *testing.T) {
 			t.Error("the sink did not see the greeting played")
 		}
 	})
-	if err := WithEventSink(nil)(&config{}); err == nil {
+	if err := WithEventSink(nil)(&engine.Settings{}); err == nil {
 		t.Error("a nil sink was accepted")
 	}
 }

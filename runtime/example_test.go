@@ -3,189 +3,84 @@ package runtime_test
 import (
 	"context"
 	"fmt"
+	"strings"
 
-	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/scripted"
 	"github.com/holdline/holdline/tools"
 )
 
-type hoursArgs struct {
-	Day string `json:"day" jsonschema:"day of the week"`
+type WeatherArgs struct {
+	City string `json:"city" jsonschema:"the city to look up"`
 }
 
-// An agent with one read tool, answering typed input. The scripted model
-// stands in for a real one; a voice (TTS) and ears (STT) are optional.
+func weather(ctx context.Context, a WeatherArgs) (string, error) {
+	return "sunny and 21 degrees in " + a.City, nil
+}
+
+// model stands in for a language model, offline: llm/openai's is a real
+// one.
+func model(req llm.Request) scripted.Response {
+	last := req.Context.Items[len(req.Context.Items)-1]
+	switch {
+	case last.Kind == llm.KindToolResult: // Output is what get_weather returned
+		return scripted.Response{Text: "It's " + last.Output + "."}
+	case strings.Contains(strings.ToLower(last.Text), "weather"):
+		return scripted.Response{Text: "Let me look.", ToolCalls: []scripted.Call{{Name: "get_weather", Args: WeatherArgs{City: "Paris"}}}}
+	}
+	return scripted.Response{Text: "Ask me about the weather in Paris."}
+}
+
+func newAgent(ctx context.Context) (*runtime.Agent, func(), error) {
+	return &runtime.Agent{
+		Name:         "weather",
+		Instructions: "You tell callers the weather. Be brief.",
+		Tools:        []*tools.Tool{tools.MustNew("get_weather", "Current weather for a city.", weather, tools.WithEffect(tools.Read))},
+		Model:        scripted.NewLLMFunc(model),
+		Phrases:      []string{"what's the weather in paris", "thank you"}, // what the local recogniser listens for
+	}, nil, nil
+}
+
+// The agent of the README's "Your own agent in Go": a tool, and a model
+// that stands in for a real one. cli.Main(map[string]runtime.AgentFunc{
+// "weather": newAgent}) gives a main every command for it (console, serve,
+// phone calls, the simulator); here a session runs it with no transport,
+// and Ask talks to it turn by turn. With no voice (TTS) the agent is heard
+// as it writes.
 func Example() {
-	hours := tools.MustNew("opening_hours", "Opening hours for a day.",
-		func(ctx context.Context, a hoursArgs) (string, error) {
-			return "12:00-23:00 on " + a.Day, nil
-		}, tools.WithEffect(tools.Read))
-	model := scripted.NewLLM(
-		scripted.Response{Text: "Let me check.", ToolCalls: []scripted.Call{{Name: "opening_hours", Args: hoursArgs{Day: "Friday"}}}},
-		scripted.Response{Text: "We are open from noon to eleven on Friday."},
-	)
-	agent := &runtime.Agent{
-		Name:         "host",
-		Instructions: "You answer questions about the restaurant.",
-		Tools:        []*tools.Tool{hours},
-		Model:        model,
-	}
-	s, err := runtime.New(agent, runtime.WithID("example"))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	agent, _, err := newAgent(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	s, err := runtime.New(agent)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	go s.Run(ctx)
 
-	// Ask returns once the agent has answered: its tool call and the
-	// answer that follows it.
-	_, _ = s.Ask(ctx, "When are you open on Friday?")
-	cc, _ := s.ChatContext(ctx)
-	fmt.Print(cc)
-	// Output:
-	// user: When are you open on Friday?
-	// assistant: Let me check.
-	// tool_call opening_hours {"day":"Friday"} [call_example_1]
-	// tool_result opening_hours: 12:00-23:00 on Friday [call_example_1]
-	// assistant: We are open from noon to eleven on Friday.
-}
-
-// A front desk hands the caller to billing: billing answers from then on,
-// with the conversation so far.
-func ExampleSession_Handoff() {
-	front := &runtime.Agent{Name: "front-desk", Model: scripted.NewLLM(scripted.Response{Text: "Let me put you through to billing."})}
-	billing := &runtime.Agent{Name: "billing", Instructions: "You are billing.",
-		Model: scripted.NewLLM(scripted.Response{Text: "Billing here: I see the double charge, and I have refunded it."})}
-	s, err := runtime.New(front, runtime.WithID("example"))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go s.Run(ctx)
-
-	_, _ = s.Ask(ctx, "I was charged twice.")
-	_ = s.Handoff(ctx, billing, runtime.WithContext(runtime.LastTurns(1)))
-	_, _ = s.Ask(ctx, "Can you fix it?")
-	cc, _ := s.ChatContext(ctx)
-	fmt.Print(cc)
-	// Output:
-	// user: I was charged twice.
-	// assistant: Let me put you through to billing.
-	// user: Can you fix it?
-	// assistant: Billing here: I see the double charge, and I have refunded it.
-}
-
-// Ask drives a session turn by turn: it returns once the agent is idle
-// again, with what it said, what the caller heard, and the tool calls it
-// made.
-func ExampleSession_Ask() {
-	hours := tools.MustNew("opening_hours", "Opening hours for a day.",
-		func(ctx context.Context, a hoursArgs) (string, error) {
-			return "12:00-23:00 on " + a.Day, nil
-		}, tools.WithEffect(tools.Read))
-	agent := &runtime.Agent{
-		Name:  "host",
-		Tools: []*tools.Tool{hours},
-		Model: scripted.NewLLM(
-			scripted.Response{Text: "Let me check.", ToolCalls: []scripted.Call{{Name: "opening_hours", Args: hoursArgs{Day: "Friday"}}}},
-			scripted.Response{Text: "We are open from noon to eleven on Friday."},
-		),
-	}
-	s, err := runtime.New(agent, runtime.WithID("example"))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go s.Run(ctx)
-
-	r, err := s.Ask(ctx, "When are you open on Friday?")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	fmt.Println("said: ", r.Said)
-	// A text-only agent (no TTS) is heard as it writes.
-	fmt.Println("heard:", r.Heard)
-	for _, c := range r.Calls {
-		fmt.Println("call: ", c.Tool, string(c.Args), c.State, c.Output)
+	for _, text := range []string{"Hello?", "What's the weather in Paris?"} {
+		// Ask returns once the agent is idle again: its tool call and the
+		// answer that follows it.
+		reply, err := s.Ask(ctx, text)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println("caller:", text)
+		fmt.Println("agent: ", reply.Heard)
+		for _, c := range reply.Calls {
+			fmt.Println("  call:", c.Tool, string(c.Args), c.State, c.Output)
+		}
 	}
 	// Output:
-	// said:  Let me check. We are open from noon to eleven on Friday.
-	// heard: Let me check. We are open from noon to eleven on Friday.
-	// call:  opening_hours {"day":"Friday"} succeeded 12:00-23:00 on Friday
-}
-
-// An agent with the end_call tool hangs up once its goodbye has been
-// heard. The transport (here a function) is told to hang up, and Run
-// returns.
-func ExampleEndCallTool() {
-	agent := &runtime.Agent{
-		Name:  "host",
-		Tools: []*tools.Tool{runtime.EndCallTool()},
-		Model: scripted.NewLLM(scripted.Response{Text: "Thanks for calling, goodbye!",
-			ToolCalls: []scripted.Call{{Name: runtime.EndCallName, Args: map[string]string{"reason": "the caller said goodbye"}}}}),
-	}
-	hungUp := make(chan string, 1)
-	s, err := runtime.New(agent, runtime.WithID("example"),
-		runtime.WithHangup(func(reason string) { hungUp <- reason }))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	ran := make(chan error, 1)
-	go func() { ran <- s.Run(context.Background()) }()
-
-	r, err := s.Ask(context.Background(), "That's all, thank you. Bye!")
-	fmt.Println("heard:", r.Heard)
-	fmt.Println("call: ", r.Calls[0].Tool, r.Calls[0].State)
-	fmt.Println("ask:  ", err)
-	fmt.Println("run:  ", <-ran)
-	fmt.Println("hangup:", <-hungUp)
-	// Output:
-	// heard: Thanks for calling, goodbye!
-	// call:  end_call succeeded
-	// ask:   runtime: session closed
-	// run:   <nil>
-	// hangup: the caller said goodbye
-}
-
-// End ends a call from the application: the session stops, its transport
-// is told to hang up, and the reason is in the session's last event.
-func ExampleSession_End() {
-	agent := &runtime.Agent{Name: "host", Model: scripted.NewLLM(scripted.Response{Text: "Hello!"})}
-	ended := make(chan events.Event, 1)
-	s, err := runtime.New(agent, runtime.WithID("example"),
-		runtime.WithEventSink(func(e events.Event) {
-			if e.Kind == events.SessionEnded {
-				ended <- e
-			}
-		}))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	ran := make(chan error, 1)
-	go func() { ran <- s.Run(context.Background()) }()
-
-	ctx := context.Background()
-	r, _ := s.Ask(ctx, "Hi")
-	fmt.Println(r.Said)
-	fmt.Println(s.End(ctx, "the operator closed the chat"))
-	fmt.Println(<-ran)
-	e := <-ended
-	fmt.Println(e.Kind, e.Reason)
-	fmt.Println(s.End(ctx, "again"))
-	// Output:
-	// Hello!
-	// <nil>
-	// <nil>
-	// session_ended the operator closed the chat
-	// runtime: session closed
+	// caller: Hello?
+	// agent:  Ask me about the weather in Paris.
+	// caller: What's the weather in Paris?
+	// agent:  Let me look. It's sunny and 21 degrees in Paris.
+	//   call: get_weather {"city":"Paris"} succeeded sunny and 21 degrees in Paris
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/media"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/scripted"
 	"github.com/holdline/holdline/stt"
 	"github.com/holdline/holdline/tools"
@@ -305,7 +306,7 @@ func TestAnswerNoVoiceCanSpeakIsNotedForTheModel(t *testing.T) {
 				note = it.Text
 			}
 		}
-		if got, ok := IsUndeliveredNote(note); !ok || got != "It is sunny in Lisbon today." {
+		if got, ok := engine.IsUndeliveredNote(note); !ok || got != "It is sunny in Lisbon today." {
 			t.Fatalf("context's system note = %q; want the not-delivered note naming the answer", note)
 		}
 		if err := h.s.Inject(context.Background(), "Hello?"); err != nil {

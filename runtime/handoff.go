@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/llm"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/tools"
 )
 
@@ -69,10 +69,6 @@ func WithContext(s ContextStrategy) HandoffOption {
 // free, instead of waiting for the caller.
 func WithGreeting() HandoffOption { return func(c *handoffConfig) { c.greet = true } }
 
-// ErrHandoff wraps why a handoff could not happen; the session goes on with
-// its current agent.
-var ErrHandoff = errors.New("runtime: handoff refused")
-
 // summaryInstructions ask the outgoing model for what the next agent needs.
 const summaryInstructions = "Summarise this conversation for a colleague who takes over the call: who the caller is, " +
 	"what they want, what has been done and what is still open. Plain sentences, at most 80 words."
@@ -89,24 +85,30 @@ func (s *Session) Handoff(ctx context.Context, to *Agent, opts ...HandoffOption)
 	if to == nil || to.Model == nil {
 		return fmt.Errorf("%w: the next agent needs a Model", ErrHandoff)
 	}
-	set, err := tools.NewSet(to.Tools...)
-	if err != nil {
+	if _, err := tools.NewSet(to.Tools...); err != nil {
 		return fmt.Errorf("%w: %s's tools: %v", ErrHandoff, to.Name, err)
 	}
 	cfg := handoffConfig{strategy: FullContext()}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	summary, fellBack := "", false
-	if cfg.strategy.kind == "summary" {
-		summary, err = s.summarize(ctx, cfg.strategy.deadline)
-		if err != nil {
-			s.c.log.Warn("handoff: no summary, the last turns go instead", "err", err)
-			fellBack = true
-		}
-	}
 	done := make(chan struct{})
-	if err := s.send(ctx, handoffRequest{to: to, set: set, cfg: cfg, summary: summary, fellBack: fellBack, done: done}); err != nil {
+	in := engine.Handoff{To: to.describe(), Strategy: cfg.strategy.String(), Greet: cfg.greet, Done: done}
+	switch cfg.strategy.kind {
+	case "summary":
+		summary, err := s.summarize(ctx, cfg.strategy.deadline)
+		if err != nil {
+			s.log.Warn("handoff: no summary, the last turns go instead", "err", err)
+			in.KeepTurns, in.Strategy = cfg.strategy.turns, in.Strategy+":fallback"
+		} else {
+			in.Reset, in.Summary = true, summary
+		}
+	case "last_turns":
+		in.KeepTurns = cfg.strategy.turns
+	case "reset":
+		in.Reset = true
+	}
+	if err := s.send(ctx, handoffRequest{to: to, in: in}); err != nil {
 		return err
 	}
 	select {
@@ -155,82 +157,11 @@ func (s *Session) summarize(ctx context.Context, deadline time.Duration) (string
 	return strings.TrimSpace(b.String()), nil
 }
 
-// handoffRequest asks the conductor to change agents.
+// handoffRequest asks the conductor to change agents: in is the core's
+// part, to the session's (the providers the edges use).
 type handoffRequest struct {
-	to       *Agent
-	set      *tools.Set
-	cfg      handoffConfig
-	summary  string
-	fellBack bool
-	done     chan struct{}
-}
-
-func (handoffRequest) input() {}
-
-// onHandoff changes agents. Only the conductor's goroutine calls it.
-func (c *conductor) onHandoff(h handoffRequest) {
-	defer close(h.done)
-	from := c.agent.Name
-	strategy := h.cfg.strategy
-	switch {
-	case strategy.kind == "summary" && h.fellBack:
-		c.keepTurns(strategy.turns)
-	case strategy.kind == "summary":
-		c.keepTurns(0)
-		c.chat = append([]*entry{{item: llm.Item{Kind: llm.KindMessage, Role: llm.RoleAssistant,
-			Text: "(Summary of the conversation so far, by " + from + ") " + h.summary}}}, c.chat...)
-	case strategy.kind == "last_turns":
-		c.keepTurns(strategy.turns)
-	case strategy.kind == "reset":
-		c.keepTurns(0)
-	}
-	c.agent, c.toolset = h.to, h.set
-	// The agent taking over has been shown nothing: its first request has
-	// New 0, and a reply it is asked for before any turn is its greeting.
-	c.sent, c.agentEpoch = nil, c.epoch
-	if c.onAgent != nil {
-		c.onAgent(h.to)
-	}
-	reason := strategy.String()
-	if h.fellBack {
-		reason += ":fallback"
-	}
-	kept := 0
-	for _, e := range c.chat {
-		if !e.drop {
-			kept++
-		}
-	}
-	c.emit(events.Event{Kind: events.Handoff, Epoch: c.epoch, Text: from + " -> " + h.to.Name, Reason: reason, Count: kept})
-	if h.cfg.greet && !c.speaking() && len(c.pendingFollowUps) == 0 {
-		c.startTurn("handoff", llm.ReasonHandoff, "")
-	}
-}
-
-// keepTurns drops the messages before the caller's n-th latest turn (all
-// of them for n = 0); tool calls stay, with their results.
-func (c *conductor) keepTurns(n int) {
-	cut := len(c.chat)
-	if n > 0 {
-		seen := 0
-		for i := len(c.chat) - 1; i >= 0; i-- {
-			it := c.chat[i].item
-			if it.Kind == llm.KindMessage && it.Role == llm.RoleUser && !c.chat[i].drop {
-				if seen++; seen == n {
-					cut = i
-					break
-				}
-			}
-		}
-		if seen < n {
-			return
-		}
-	}
-	for _, e := range c.chat[:cut] {
-		if e.call == nil && e.turn == nil {
-			e.drop = true
-		}
-	}
+	to *Agent
+	in engine.Handoff
 }
 
 // sessionKey finds the session in a tool's context.

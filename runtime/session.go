@@ -2,11 +2,10 @@ package runtime
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,113 +15,84 @@ import (
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/media"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/tools"
 )
 
-// Defaults. Every wait in a session has a bound; these are the bounds used
-// when no option says otherwise.
+// Defaults, and the name the model calls EndCallTool by.
 const (
-	DefaultEndpointing       = 500 * time.Millisecond
-	DefaultTranscriptTimeout = 2 * time.Second
-	DefaultMailbox           = 1024
-	DefaultStallTimeout      = 10 * time.Second
+	// DefaultApology is what an agent says when its model fails before
+	// saying anything (Agent.Apology).
+	DefaultApology = "Sorry, I ran into a problem on my side. Could you say that again?"
+	// DefaultEndpointing is how long the caller must be silent before
+	// their turn ends (WithEndpointing).
+	DefaultEndpointing = engine.DefaultEndpointing
+	// DefaultWaitTimeout bounds a wait whose context has no deadline of
+	// its own: Ask, End, a tool's tools.WaitPlayout.
+	DefaultWaitTimeout = engine.DefaultWaitTimeout
+	// DefaultEndReason is the reason of an End given none.
+	DefaultEndReason = "ended"
+	// DefaultTransferTimeout bounds how long Transfer waits for the
+	// target to answer.
+	DefaultTransferTimeout = 30 * time.Second
+	// EndCallName is the name the model calls EndCallTool by.
+	EndCallName = "end_call"
 )
 
-// ErrSessionClosed is returned by calls on a session that has stopped.
-var ErrSessionClosed = errors.New("runtime: session closed")
+// Errors.
+var (
+	// ErrSessionClosed is returned by calls on a session that has stopped.
+	ErrSessionClosed = errors.New("runtime: session closed")
+	// ErrAlreadyRunning is returned by a second call to Run.
+	ErrAlreadyRunning = errors.New("runtime: session already run")
+	// ErrInterrupted is returned by waits on a turn that the caller (or
+	// injected input) interrupted: a tool's tools.WaitPlayout, for one.
+	ErrInterrupted = engine.ErrInterrupted
+	// ErrWaitTimeout is returned when a wait reaches its deadline first.
+	ErrWaitTimeout = engine.ErrWaitTimeout
+	// ErrProviderStalled ends a model or synthesis stream that sent
+	// nothing for longer than the session's stall timeout
+	// (engine.WithStallTimeout).
+	ErrProviderStalled = errors.New("runtime: provider stalled")
+	// ErrHandoff wraps why a handoff could not happen; the session goes
+	// on with its current agent.
+	ErrHandoff = errors.New("runtime: handoff refused")
+	// ErrStateMismatch is returned by New when a restored state
+	// (engine.WithState) does not fit the session: another session id,
+	// or another agent's state without a handoff.
+	ErrStateMismatch = engine.ErrStateMismatch
+	// ErrTransferUnsupported is returned by Transfer for a call whose
+	// transport cannot hand it to another party (a browser call, the
+	// console), or outside a session's tool.
+	ErrTransferUnsupported = errors.New("runtime: this call's transport cannot transfer it")
+)
 
-type config struct {
-	id                string
-	clock             Clock
-	sink              media.Sink
-	rate              int
-	frame             time.Duration
-	endpointing       time.Duration
-	transcriptTimeout time.Duration
-	mailbox           int
-	stallTimeout      time.Duration
-	log               *slog.Logger
-	input             InputConfig
-	journal           tools.Journal
-	continuous        bool
-	state             *State // to start from (WithState)
-	checkpoint        func(State)
-	transfer          Transferer // WithTransferer; nil: the transport cannot transfer
-	eventSinks        []func(events.Event)
-	hangups           []func(reason string) // WithHangup
-}
-
-func defaultConfig() config {
-	return config{
-		clock:             WallClock(),
-		rate:              media.Rate16k,
-		frame:             media.DefaultFrameDuration,
-		endpointing:       DefaultEndpointing,
-		transcriptTimeout: DefaultTranscriptTimeout,
-		mailbox:           DefaultMailbox,
-		stallTimeout:      DefaultStallTimeout,
-		log:               slog.Default(),
-		input:             DefaultInputConfig(),
-	}
-}
-
-func (c *config) ensureID() {
-	if c.id == "" {
-		var b [6]byte
-		_, _ = rand.Read(b[:])
-		c.id = "s_" + hex.EncodeToString(b[:])
-	}
-}
-
-// Option configures a Session.
-type Option func(*config) error
+// Option configures a Session: the options here, which an agent's author
+// may want, and package engine's, which whoever carries the call sets
+// (how the caller's audio comes, hang-up and transfer, the state a
+// session starts from and where its states go, the clock).
+type Option func(*engine.Settings) error
 
 // WithID sets the session id (default: random).
 func WithID(id string) Option {
-	return func(c *config) error {
+	return func(c *engine.Settings) error {
 		if id == "" {
 			return errors.New("runtime: empty session id")
 		}
-		c.id = id
+		c.ID = id
 		return nil
 	}
-}
-
-// WithClock sets the session clock (default: the wall clock).
-func WithClock(clk Clock) Option {
-	return func(c *config) error { c.clock = clk; return nil }
 }
 
 // WithOutput sends the agent's paced audio to sink at rate (8, 16, 24 or
 // 48 kHz). Without it audio is paced and discarded, which still gives the
 // playout clock a speaking pace.
 func WithOutput(sink media.Sink, rate int) Option {
-	return func(c *config) error {
+	return func(c *engine.Settings) error {
 		if err := media.CheckRate(rate); err != nil {
 			return err
 		}
-		c.sink, c.rate = sink, rate
-		return nil
-	}
-}
-
-// WithContinuousOutput makes the sink get a frame every period, silence
-// included (Epoch 0), instead of only the agent's speech: for transports
-// whose far end must hear silence rather than nothing. A WebRTC or RTP
-// receiver that stops getting packets conceals the gap by stretching the
-// last sounds it had, so an agent cut off mid-word would fade out over a
-// few hundred milliseconds instead of stopping.
-func WithContinuousOutput() Option {
-	return func(c *config) error { c.continuous = true; return nil }
-}
-
-// WithFrameDuration sets the output frame size: 10 or 20 ms (default 20).
-func WithFrameDuration(d time.Duration) Option {
-	return func(c *config) error {
-		if d != 10*time.Millisecond && d != 20*time.Millisecond {
-			return fmt.Errorf("runtime: frame duration %v: want 10ms or 20ms", d)
-		}
-		c.frame = d
+		c.Output, c.OutputRate = sink, rate
 		return nil
 	}
 }
@@ -130,20 +100,7 @@ func WithFrameDuration(d time.Duration) Option {
 // WithEndpointing sets how long the caller must be silent before their turn
 // ends (default DefaultEndpointing).
 func WithEndpointing(d time.Duration) Option {
-	return positive("endpointing", d, func(c *config) { c.endpointing = d })
-}
-
-// WithTranscriptTimeout bounds the wait for a final transcript once the
-// caller's turn has ended (default DefaultTranscriptTimeout).
-func WithTranscriptTimeout(d time.Duration) Option {
-	return positive("transcript timeout", d, func(c *config) { c.transcriptTimeout = d })
-}
-
-// WithStallTimeout bounds how long a model or synthesis stream may send
-// nothing (before its first chunk or between two) before the turn gives up
-// on it with ErrProviderStalled (default DefaultStallTimeout).
-func WithStallTimeout(d time.Duration) Option {
-	return positive("stall timeout", d, func(c *config) { c.stallTimeout = d })
+	return positive("endpointing", d, func(c *engine.Settings) { c.Endpointing = d })
 }
 
 // sinkDrain bounds how long Run waits, at its end, for the event sinks to
@@ -160,11 +117,11 @@ const sinkDrain = 2 * time.Second
 // events_dropped event; Run returns once the sink has had the last, or
 // after 2 s if it has not.
 func WithEventSink(sink func(events.Event)) Option {
-	return func(c *config) error {
+	return func(c *engine.Settings) error {
 		if sink == nil {
 			return errors.New("runtime: nil event sink")
 		}
-		c.eventSinks = append(c.eventSinks, sink)
+		c.EventSinks = append(c.EventSinks, sink)
 		return nil
 	}
 }
@@ -174,23 +131,29 @@ func WithEventSink(sink func(events.Event)) Option {
 // intents for its id are restored as calls of unknown outcome; a repeat of
 // one is reconciled, never run blindly.
 func WithJournal(j tools.Journal) Option {
-	return func(c *config) error {
+	return func(c *engine.Settings) error {
 		if j == nil {
 			return errors.New("runtime: nil journal")
 		}
-		c.journal = j
+		c.Journal = j
 		return nil
 	}
 }
 
-// WithLogger sets the logger (default slog.Default()).
+// WithLogger sets the logger (default slog.Default(); nil logs nothing).
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) error { c.log = l; return nil }
+	return func(c *engine.Settings) error {
+		if l == nil {
+			l = slog.New(slog.DiscardHandler)
+		}
+		c.Logger = l
+		return nil
+	}
 }
 
 // positive makes an option that sets a duration which must be positive.
-func positive(what string, d time.Duration, set func(*config)) Option {
-	return func(c *config) error {
+func positive(what string, d time.Duration, set func(*engine.Settings)) Option {
+	return func(c *engine.Settings) error {
 		if d <= 0 {
 			return fmt.Errorf("runtime: %s %v must be positive", what, d)
 		}
@@ -201,53 +164,57 @@ func positive(what string, d time.Duration, set func(*config)) Option {
 
 // Session runs one conversation between a caller and an agent.
 type Session struct {
-	cfg   config
+	cfg engine.Settings
+	// log has the session's id.
+	log   *slog.Logger
 	agent *Agent // the first agent
 	// current is the agent answering now; a handoff changes it.
 	current atomic.Pointer[Agent]
 	bus     *events.Bus
-	mailbox chan Input
+	// mailbox holds the core's inputs (engine.Input) and the session's own
+	// requests (query, askRequest, endRequest, handoffRequest), in order.
+	mailbox chan any
 	done    chan struct{}
 	// stopped is closed once Run has stopped taking inputs: the session
 	// has ended (session_ended is out), though Run may still be winding
 	// its edges down. End waits for it, which a tool may do: Run waits
 	// for the tools only after.
 	stopped chan struct{}
-	c       *conductor
+	core    *engine.Core
 	edges   *liveEdges
 	player  *media.Player
 	in      *audioInput
 	running atomic.Bool
 	// agentTurn: a turn of the agent's holds the floor (see
-	// conductor.speaking), as of the last input the conductor handled.
+	// engine.Core.Speaking), as of the last input the core handled.
 	agentTurn atomic.Bool
 	// agentPlayed: that turn has played some of its audio.
 	agentPlayed atomic.Bool
 	// ownAEC: the session made the echo canceller and closes it.
-	ownAEC EchoCanceller
+	ownAEC engine.EchoCanceller
 	// sinkSubs feed the event sinks (WithEventSink), one each, subscribed
 	// at New so that they miss nothing.
 	sinkSubs []*events.Subscription
-	// exchanges are the Asks under way (conductor goroutine only).
-	exchanges []*exchange
+	// asks are the Asks under way (conductor goroutine only).
+	asks []*askRequest
 }
 
 // echoCanceller returns the configured canceller, or makes the default one.
 // Without libspeexdsp the session still runs, judging barge-in without it.
-func (s *Session) echoCanceller() (EchoCanceller, error) {
-	in := s.cfg.input
+func (s *Session) echoCanceller() (engine.EchoCanceller, error) {
+	in := s.cfg.Input
 	switch {
 	case in.NoEchoCancellation:
 		return nil, nil
 	case in.EchoCanceller != nil:
 		return in.EchoCanceller, nil
 	case in.Rate != media.Rate8k && in.Rate != media.Rate16k:
-		s.cfg.log.Warn("echo cancellation off: it works at 8 or 16 kHz input", "rate", in.Rate)
+		s.cfg.Logger.Warn("echo cancellation off: it works at 8 or 16 kHz input", "rate", in.Rate)
 		return nil, nil
 	}
 	aec, err := newDefaultCanceller(in.Rate)
 	if err != nil {
-		s.cfg.log.Warn("echo cancellation off", "err", err)
+		s.cfg.Logger.Warn("echo cancellation off", "err", err)
 		return nil, nil
 	}
 	s.ownAEC = aec
@@ -259,26 +226,29 @@ func New(agent *Agent, opts ...Option) (*Session, error) {
 	if agent == nil || agent.Model == nil {
 		return nil, errors.New("runtime: agent needs a Model")
 	}
-	cfg := defaultConfig()
-	cfg.journal = tools.NewMemoryJournal()
+	cfg := engine.DefaultSettings()
+	cfg.Journal = tools.NewMemoryJournal()
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
 	}
-	cfg.ensureID()
-	if cfg.state != nil && cfg.state.SessionID != cfg.id {
-		return nil, fmt.Errorf("%w: state of session %q given to session %q", ErrStateMismatch, cfg.state.SessionID, cfg.id)
+	if cfg.ID == "" {
+		cfg.ID = engine.NewID()
 	}
-	if cfg.sink == nil {
-		cfg.sink = media.SinkFunc(func(media.Frame) error { return nil })
+	if cfg.State != nil && cfg.State.SessionID != cfg.ID {
+		return nil, fmt.Errorf("%w: state of session %q given to session %q", ErrStateMismatch, cfg.State.SessionID, cfg.ID)
+	}
+	if cfg.Output == nil {
+		cfg.Output = media.SinkFunc(func(media.Frame) error { return nil })
 	}
 	var err error
 	s := &Session{
 		cfg:     cfg,
+		log:     cfg.Logger.With("session", cfg.ID),
 		agent:   agent,
 		bus:     events.NewBus(),
-		mailbox: make(chan Input, cfg.mailbox),
+		mailbox: make(chan any, cfg.Mailbox),
 		done:    make(chan struct{}),
 		stopped: make(chan struct{}),
 	}
@@ -286,19 +256,19 @@ func New(agent *Agent, opts ...Option) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	tap, err := newEchoTap(cfg.sink, canceller, cfg.clock, cfg.rate, cfg.input.Rate)
-	tap.continuous = cfg.continuous
+	tap, err := newEchoTap(cfg.Output, canceller, cfg.Clock, cfg.OutputRate, cfg.Input.Rate)
+	tap.continuous = cfg.ContinuousOutput
 	if err != nil {
 		return nil, fmt.Errorf("runtime: echo reference: %w", err)
 	}
 	s.player, err = media.NewPlayer(tap,
-		media.WithPlayerRate(cfg.rate),
-		media.WithFrameDuration(cfg.frame),
-		media.WithEpochDone(func(epoch uint64) { s.post(PlayoutFinished{Epoch: epoch}) }),
-		media.WithEpochStart(func(epoch uint64) { s.post(PlayoutStarted{Epoch: epoch}) }),
+		media.WithPlayerRate(cfg.OutputRate),
+		media.WithFrameDuration(cfg.FrameDuration),
+		media.WithEpochDone(func(epoch uint64) { s.post(engine.PlayoutFinished{Epoch: epoch}) }),
+		media.WithEpochStart(func(epoch uint64) { s.post(engine.PlayoutStarted{Epoch: epoch}) }),
 		// The canceller's reference must be continuous: what was played,
 		// silence included. The tap keeps idle silence from the sink.
-		media.WithIdleSilence(canceller != nil || cfg.continuous),
+		media.WithIdleSilence(canceller != nil || cfg.ContinuousOutput),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: output: %w", err)
@@ -307,23 +277,24 @@ func New(agent *Agent, opts ...Option) (*Session, error) {
 	// knows it (Agent.Peers); the recogniser stays agent's, as it does
 	// across a handoff.
 	current := agent
-	if st := cfg.state; st != nil && st.Agent != agent.Name {
+	if st := cfg.State; st != nil && st.Agent != agent.Name {
 		if a := agent.find(st.Agent); a != nil && a.Model != nil {
 			current = a
 		}
 	}
 	s.current.Store(current)
 	s.edges = &liveEdges{s: s, gens: map[uint64]context.CancelFunc{}, tools: map[string]context.CancelCauseFunc{}}
-	s.c, err = newConductor(current, s.edges, s.post, s.bus.Publish, cfg, s.textOnly())
+	core := cfg.Config
+	core.TextOnly = s.textOnly()
+	s.core, err = engine.NewCore(current.describe(), s.edges, s.post, s.bus.Publish, core)
 	if err != nil {
 		return nil, err
 	}
-	s.c.onAgent = func(a *Agent) { s.current.Store(a) }
-	s.in, err = newAudioInput(s, cfg.input, canceller, tap)
+	s.in, err = newAudioInput(s, cfg.Input, canceller, tap)
 	if err != nil {
 		return nil, err
 	}
-	for range cfg.eventSinks {
+	for range cfg.EventSinks {
 		s.sinkSubs = append(s.sinkSubs, s.bus.Subscribe(events.DefaultBuffer))
 	}
 	return s, nil
@@ -338,12 +309,12 @@ func (s *Session) textOnly() bool {
 }
 
 // ID is the session id.
-func (s *Session) ID() string { return s.cfg.id }
+func (s *Session) ID() string { return s.cfg.ID }
 
-// Restored reports whether the session was started from a State
-// (WithState): taken over after a crash or a transfer, rather than new.
-// An OnEnter that greets skips its greeting then.
-func (s *Session) Restored() bool { return s.cfg.state != nil }
+// Restored reports whether the session was started from a state
+// (engine.WithState): taken over after a crash or a transfer, rather than
+// new. An OnEnter that greets skips its greeting then.
+func (s *Session) Restored() bool { return s.cfg.State != nil }
 
 // currentAgent is the agent answering now.
 func (s *Session) currentAgent() *Agent { return s.current.Load() }
@@ -352,9 +323,6 @@ func (s *Session) currentAgent() *Agent { return s.current.Load() }
 // n (events.DefaultBuffer if n <= 0). Subscribe before Run to see every
 // event.
 func (s *Session) Subscribe(n int) *events.Subscription { return s.bus.Subscribe(n) }
-
-// ErrAlreadyRunning is returned by a second call to Run.
-var ErrAlreadyRunning = errors.New("runtime: session already run")
 
 // Run runs the session until ctx ends or End ends it, and returns nil
 // when either did. A session runs once.
@@ -380,11 +348,11 @@ func (s *Session) Run(ctx context.Context) error {
 		select {
 		case <-drained:
 		case <-time.After(sinkDrain):
-			s.cfg.log.Warn("an event sink did not take the session's last events in time", "session", s.cfg.id, "waited", sinkDrain)
+			s.cfg.Logger.Warn("an event sink did not take the session's last events in time", "session", s.cfg.ID, "waited", sinkDrain)
 		}
 	}()
 	for i, sub := range s.sinkSubs {
-		sink := s.cfg.eventSinks[i]
+		sink := s.cfg.EventSinks[i]
 		sinks.Go(func() {
 			for e := range sub.C() {
 				sink(e)
@@ -406,18 +374,18 @@ func (s *Session) Run(ctx context.Context) error {
 	if err := s.in.start(gctx, g); err != nil {
 		return err
 	}
-	c := s.c
+	core := s.core
 	if err := s.restore(gctx); err != nil {
-		c.log.Warn("journal: unresolved calls not restored", "err", err)
+		s.log.Warn("journal: unresolved calls not restored", "err", err)
 	}
-	(&Core{c: c}).Start()
-	if s.cfg.state != nil {
-		c.emit(events.Event{Kind: events.SessionResumed, Epoch: c.epoch, Text: s.cfg.state.Agent})
+	core.Start()
+	if s.cfg.State != nil {
+		core.Emit(events.Event{Kind: events.SessionResumed, Epoch: core.Epoch(), Text: s.cfg.State.Agent})
 	}
 	if enter := s.currentAgent().OnEnter; enter != nil {
 		g.Go(func() error {
 			if err := enter(gctx, s); err != nil && gctx.Err() == nil {
-				c.log.Warn("agent OnEnter failed", "err", err)
+				s.log.Warn("agent OnEnter failed", "err", err)
 			}
 			return nil
 		})
@@ -432,24 +400,24 @@ loop:
 		select {
 		case <-gctx.Done():
 			break loop
-		case in := <-s.mailbox:
-			if end, ok := in.(endRequest); ok {
+		case msg := <-s.mailbox:
+			if end, ok := msg.(endRequest); ok {
 				reason = s.ending(end)
 				break loop
 			}
-			s.take(in)
+			s.take(msg)
 			// The caller-audio path reads this without asking the
-			// conductor: a turn under way is what speech interrupts.
-			s.agentTurn.Store(c.speaking())
-			s.agentPlayed.Store(c.played())
+			// core: a turn under way is what speech interrupts.
+			s.agentTurn.Store(core.Speaking())
+			s.agentPlayed.Store(core.Played())
 		}
 	}
-	c.emit(events.Event{Kind: events.SessionEnded, Epoch: c.epoch, Reason: reason})
-	s.closeExchanges()
+	core.Emit(events.Event{Kind: events.SessionEnded, Epoch: core.Epoch(), Reason: reason})
+	s.closeAsks()
 	close(s.stopped)
 	cancel()
 	if reason != "" {
-		for _, hangup := range s.cfg.hangups {
+		for _, hangup := range s.cfg.Hangups {
 			hangup(reason)
 		}
 	}
@@ -461,33 +429,95 @@ loop:
 	return err
 }
 
+// take handles one message from the mailbox on the conductor goroutine:
+// an input for the core, or one of the session's own requests.
+func (s *Session) take(msg any) {
+	switch m := msg.(type) {
+	case query:
+		m.fn(s.core)
+	case *askRequest:
+		// The exchange is registered in the very step that takes the
+		// text, so nothing the agent does in answer can be missed.
+		m.ex = s.core.Follow()
+		s.asks = append(s.asks, m)
+		s.handle(engine.UserText{Text: m.text})
+	case handoffRequest:
+		// The edges speak as the new agent from the turn the handoff
+		// may start on.
+		s.current.Store(m.to)
+		s.handle(m.in)
+	case engine.Input:
+		s.handle(m)
+	}
+}
+
+// handle hands an input to the core, and answers the Asks whose exchange
+// it completed.
+func (s *Session) handle(in engine.Input) {
+	s.core.Handle(in)
+	if len(s.asks) == 0 {
+		return
+	}
+	keep := s.asks[:0]
+	for _, a := range s.asks {
+		if a.ex.Done() {
+			a.done <- askEnd{reply: Reply(a.ex.Answer())}
+			continue
+		}
+		keep = append(keep, a)
+	}
+	clear(s.asks[len(keep):])
+	s.asks = keep
+}
+
+// closeAsks gives the Asks still under way when the session ends what
+// they have, with ErrSessionClosed.
+func (s *Session) closeAsks() {
+	for _, a := range s.asks {
+		a.done <- askEnd{reply: Reply(a.ex.Answer()), err: ErrSessionClosed}
+	}
+	clear(s.asks)
+	s.asks = s.asks[:0]
+}
+
 // journalTimeout bounds a journal read or write: a slow store must not hold
 // a call or the session's start.
 const journalTimeout = 2 * time.Second
 
 // restore loads the journal's intents without outcome, before the
-// conductor starts; with a state to start from (WithState), it rebuilds
-// the conductor from it, settling unfinished calls by the journal.
+// core starts; with a state to start from (engine.WithState), it rebuilds
+// the core from it, settling unfinished calls by the journal.
 func (s *Session) restore(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, journalTimeout)
 	defer cancel()
-	if st := s.cfg.state; st != nil {
-		recs, err := journalRecords(ctx, s.cfg.journal, s.cfg.id)
+	if st := s.cfg.State; st != nil {
+		recs, err := journalRecords(ctx, s.cfg.Journal, s.cfg.ID)
 		if err != nil {
 			// Without the journal an unfinished mutation is unknown
 			// all the same: settling never runs one again.
-			s.c.log.Warn("journal unreadable: unfinished calls settled without it", "err", err)
+			s.log.Warn("journal unreadable: unfinished calls settled without it", "err", err)
 		}
-		s.c.restoreState(*st, recs)
-		s.c.log.Info("session restored", "state", describeState(*st))
+		s.core.RestoreState(*st, recs)
+		s.log.Info("session restored", "state", describeState(*st))
 		return nil
 	}
-	recs, err := s.cfg.journal.Unresolved(ctx, s.cfg.id)
+	recs, err := s.cfg.Journal.Unresolved(ctx, s.cfg.ID)
 	if err != nil {
 		return err
 	}
-	s.c.ledger.Restore(recs)
+	s.core.Restore(recs)
 	return nil
+}
+
+// describeState is a one-line account of a state, for logs.
+func describeState(st engine.State) string {
+	var open []string
+	for _, call := range st.Calls {
+		if !call.State.Terminal() {
+			open = append(open, call.ID+" "+string(call.State))
+		}
+	}
+	return fmt.Sprintf("agent %s, epoch %d, %d items, %d calls (unfinished: %s)", st.Agent, st.Epoch, len(st.Chat), len(st.Calls), strings.Join(open, ", "))
 }
 
 // journalRecords reads every record of the session's journal when the
@@ -500,18 +530,20 @@ func journalRecords(ctx context.Context, j tools.Journal, session string) ([]too
 	return j.Unresolved(ctx, session)
 }
 
-// post hands an input to the conductor. Edges call it from their own
+// post hands an input to the core. Edges call it from their own
 // goroutines; it gives up when the session ends.
-func (s *Session) post(in Input) {
+func (s *Session) post(in engine.Input) {
 	select {
 	case s.mailbox <- in:
 	case <-s.done:
 	}
 }
 
-func (s *Session) send(ctx context.Context, in Input) error {
+// send puts msg, an input or a request of the session's own, in the
+// mailbox.
+func (s *Session) send(ctx context.Context, msg any) error {
 	select {
-	case s.mailbox <- in:
+	case s.mailbox <- msg:
 		return nil
 	case <-s.done:
 		return ErrSessionClosed
@@ -520,11 +552,14 @@ func (s *Session) send(ctx context.Context, in Input) error {
 	}
 }
 
+// query runs fn on the conductor goroutine, for consistent reads.
+type query struct{ fn func(*engine.Core) }
+
 // Inject adds user input through the API (an operator message, a typed
 // line). It preempts whatever the agent is doing and is answered as a new
 // turn at once; it never waits for the previous turn to settle.
 func (s *Session) Inject(ctx context.Context, text string) error {
-	return s.send(ctx, UserText{Text: text})
+	return s.send(ctx, engine.UserText{Text: text})
 }
 
 // PushDTMF tells the session the caller pressed a key (RFC 4733 or SIP
@@ -536,13 +571,13 @@ func (s *Session) PushDTMF(ctx context.Context, digit rune) error {
 	default:
 		return fmt.Errorf("runtime: PushDTMF: %q is not a DTMF digit", digit)
 	}
-	return s.send(ctx, DTMF{Digit: digit})
+	return s.send(ctx, engine.DTMF{Digit: digit})
 }
 
 // GenerateReply makes the agent speak now, with extra instructions for this
 // reply only (may be empty). A greeting is the usual use.
 func (s *Session) GenerateReply(ctx context.Context, instructions string) error {
-	return s.send(ctx, ReplyRequest{Instructions: instructions})
+	return s.send(ctx, engine.ReplyRequest{Instructions: instructions})
 }
 
 // TransportLost tells the session the caller's connection dropped (a
@@ -550,13 +585,13 @@ func (s *Session) GenerateReply(ctx context.Context, instructions string) error 
 // speaking at once: nothing more can reach the caller, so what they heard
 // is what was played. The session goes on; tools keep running.
 func (s *Session) TransportLost(ctx context.Context) error {
-	return s.send(ctx, TransportLost{})
+	return s.send(ctx, engine.TransportLost{})
 }
 
 // TransportRestored tells the session the caller is back on a new
 // connection (a resumed browser session). Caller audio or text says so too.
 func (s *Session) TransportRestored(ctx context.Context) error {
-	return s.send(ctx, TransportRestored{})
+	return s.send(ctx, engine.TransportRestored{})
 }
 
 // MissedFrames returns how many output frame periods went without a frame
@@ -578,15 +613,15 @@ func (s *Session) UnheardFrames() uint64 {
 
 // ChatContext returns a copy of the chat context as it stands.
 func (s *Session) ChatContext(ctx context.Context) (llm.ChatContext, error) {
-	return ask(ctx, s, func(c *conductor) llm.ChatContext { return c.context() })
+	return onCore(ctx, s, (*engine.Core).ChatContext)
 }
 
-// ask runs fn on the conductor goroutine and returns its answer: a
-// consistent read of state that only the conductor may touch.
-func ask[T any](ctx context.Context, s *Session, fn func(*conductor) T) (T, error) {
+// onCore runs fn on the conductor goroutine and returns its answer: a
+// consistent read of state that only the core may touch.
+func onCore[T any](ctx context.Context, s *Session, fn func(*engine.Core) T) (T, error) {
 	out := make(chan T, 1) // buffered: the conductor never waits for the asker
 	var zero T
-	if err := s.send(ctx, query{fn: func(c *conductor) { out <- fn(c) }}); err != nil {
+	if err := s.send(ctx, query{fn: func(k *engine.Core) { out <- fn(k) }}); err != nil {
 		return zero, err
 	}
 	select {
@@ -606,21 +641,8 @@ func (s *Session) PushAudio(ctx context.Context, f media.Frame) error {
 	return s.in.push(ctx, f)
 }
 
-// Caption is what the caller has heard so far of the turn now playing.
-type Caption struct {
-	Epoch uint64
-	Text  string
-}
-
 // NowPlaying returns the words of the playing turn that have been played so
-// far (a zero Caption when nothing plays), for live captions.
-func (s *Session) NowPlaying(ctx context.Context) (Caption, error) {
-	return ask(ctx, s, func(c *conductor) Caption {
-		for _, t := range c.turns {
-			if !t.interrupted && !t.playoutDone {
-				return Caption{Epoch: t.epoch, Text: c.playedText(t, c.edges.Played(t.epoch))}
-			}
-		}
-		return Caption{}
-	})
+// far (a zero engine.Caption when nothing plays), for live captions.
+func (s *Session) NowPlaying(ctx context.Context) (engine.Caption, error) {
+	return onCore(ctx, s, (*engine.Core).NowPlaying)
 }

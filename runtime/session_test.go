@@ -15,6 +15,7 @@ import (
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/media"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/scripted"
 	"github.com/holdline/holdline/stt"
 	"github.com/holdline/holdline/tools"
@@ -240,21 +241,21 @@ const greeting = "Welcome to the bistro where every table has a view of the old 
 func TestBargeInStopsPlayoutAndKeepsPlayedWords(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		input InputConfig
+		input engine.InputConfig
 		// pauses: the output stops at the suspicion, before the verdict.
 		pauses bool
 	}{
-		{"pause and listen (default)", InputConfig{}, true},
-		{"confirmed at once", InputConfig{BargeIn: vad.ArbiterConfig{NoResume: true}}, false},
+		{"pause and listen (default)", engine.InputConfig{}, true},
+		{"confirmed at once", engine.InputConfig{BargeIn: vad.ArbiterConfig{NoResume: true}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) { testBargeInStopsPlayout(t, tc.input, tc.pauses) })
 	}
 }
 
-func testBargeInStopsPlayout(t *testing.T, input InputConfig, pauses bool) {
+func testBargeInStopsPlayout(t *testing.T, input engine.InputConfig, pauses bool) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, setup{responses: []scripted.Response{{TTFB: 200 * time.Millisecond, Text: greeting}},
-			opts: []Option{WithInput(input)}})
+			opts: []Option{engine.WithInput(input)}})
 		if err := h.s.GenerateReply(context.Background(), ""); err != nil {
 			t.Fatal(err)
 		}
@@ -626,39 +627,13 @@ func TestSpokenTurnEndsAfterSilence(t *testing.T) {
 	})
 }
 
-// WaitPlayout returns the moment the turn is interrupted, and is bounded
-// even when the caller gives no deadline.
-func TestWaitPlayout(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		turn := newTurn(1)
-		go func() {
-			time.Sleep(time.Second)
-			close(turn.interrupted)
-		}()
-		t0 := time.Now()
-		if err := turn.WaitPlayout(context.Background()); !errors.Is(err, ErrInterrupted) || time.Since(t0) != time.Second {
-			t.Errorf("WaitPlayout = %v after %v; want ErrInterrupted after 1s", err, time.Since(t0))
-		}
-		stuck := newTurn(2)
-		t0 = time.Now()
-		if err := stuck.WaitPlayout(context.Background()); !errors.Is(err, ErrWaitTimeout) || time.Since(t0) != DefaultWaitTimeout {
-			t.Errorf("WaitPlayout on a silent turn = %v after %v; want ErrWaitTimeout after %v", err, time.Since(t0), DefaultWaitTimeout)
-		}
-		played := newTurn(3)
-		close(played.playoutStopped)
-		if err := played.WaitPlayout(context.Background()); err != nil {
-			t.Errorf("WaitPlayout after playout = %v", err)
-		}
-	})
-}
-
 // A model that accepts the request and goes silent is given up on after
 // the stall timeout: the turn ends with a provider error instead of holding
 // the floor forever. A model error mid-stream keeps what was said.
 func TestModelFailuresEndTheTurn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, setup{
-			opts: []Option{WithStallTimeout(3 * time.Second)},
+			opts: []Option{engine.WithStallTimeout(3 * time.Second)},
 			responses: []scripted.Response{
 				{Hang: true},
 				{Text: "Hello there my friend.", Err: errors.New("upstream 500"), ErrAfter: 2},
@@ -719,7 +694,7 @@ func TestTranscriptWithoutSpeechStillEndsTurn(t *testing.T) {
 			responses: []scripted.Response{{Text: "Yes?"}},
 		})
 		at := time.Now()
-		if err := h.s.send(context.Background(), UserTranscript{Text: "hello", Final: true}); err != nil {
+		if err := h.s.send(context.Background(), engine.UserTranscript{Text: "hello", Final: true}); err != nil {
 			t.Fatal(err)
 		}
 		turn := h.waitFor(events.UserTurn, nil, time.Second)
@@ -732,7 +707,7 @@ func TestTranscriptWithoutSpeechStillEndsTurn(t *testing.T) {
 
 // A key the caller presses on a phone is an event and, by default, a user
 // turn the model answers ("press 1 to confirm"); with DTMFEventOnly it is
-// only the event; anything but a DTMF digit is refused.
+// only the event; anything but a engine.DTMF digit is refused.
 func TestDTMFIsAnEventAndAUserTurn(t *testing.T) {
 	for _, mode := range []DTMFMode{DTMFAsInput, DTMFEventOnly} {
 		t.Run(map[DTMFMode]string{DTMFAsInput: "as input", DTMFEventOnly: "event only"}[mode], func(t *testing.T) {
@@ -783,7 +758,7 @@ func TestFinalWithoutWordsIsNoTurnAndNoLoss(t *testing.T) {
 		h.hush(200 * time.Millisecond)
 		h.speak(600 * time.Millisecond)
 		h.hush(4 * time.Second)
-		ign := h.waitFor(events.TranscriptIgnored, func(e events.Event) bool { return e.Reason == NoWords }, time.Second)
+		ign := h.waitFor(events.TranscriptIgnored, func(e events.Event) bool { return e.Reason == engine.NoWords }, time.Second)
 		stopped := h.waitFor(events.SpeechStopped, nil, time.Second)
 		if d := ign.Time.Sub(stopped.Time); d > time.Second {
 			t.Errorf("the wait ended %v after the caller stopped; want when the empty final came (0.9s)", d)
@@ -804,13 +779,13 @@ func TestLateFinalIsReportedAsADroppedTurn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := scripted.NewSTT(scripted.WithLatency(5 * time.Second))
 		rec.Say("book a table for two")
-		h := start(t, setup{stt: rec, opts: []Option{WithEndpointing(400 * time.Millisecond), WithTranscriptTimeout(2 * time.Second)}})
+		h := start(t, setup{stt: rec, opts: []Option{WithEndpointing(400 * time.Millisecond), engine.WithTranscriptTimeout(2 * time.Second)}})
 		h.hush(200 * time.Millisecond)
 		h.speak(600 * time.Millisecond)
 		h.hush(3 * time.Second)
 		e := h.waitFor(events.ProviderError, nil, time.Second)
-		if e.Provider != "stt" || e.Reason != TurnDropped || !strings.Contains(e.Error, "2s") {
-			t.Errorf("provider error %+v; want stt, reason %q, naming the 2s timeout", e, TurnDropped)
+		if e.Provider != "stt" || e.Reason != engine.TurnDropped || !strings.Contains(e.Error, "2s") {
+			t.Errorf("provider error %+v; want stt, reason %q, naming the 2s timeout", e, engine.TurnDropped)
 		}
 	})
 }

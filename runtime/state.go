@@ -3,120 +3,23 @@ package runtime
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 
-	"github.com/holdline/holdline/events"
-	"github.com/holdline/holdline/llm"
-	"github.com/holdline/holdline/tools"
+	"github.com/holdline/holdline/runtime/engine"
 )
 
-// State is what a session carries to another agent, another process or a
-// worker that takes over after a crash: who it talks as, what was said and
-// played, and every tool call with its outcome. Package handoff wraps it
-// in a versioned, signed snapshot; its JSON form is part of that format.
-type State struct {
-	// SessionID is kept across a resume: idempotency keys include it, so
-	// a mutation repeated after the move is still recognised as a repeat.
-	SessionID string `json:"session_id"`
-	// Agent is the name of the agent the session talks as.
-	Agent string `json:"agent"`
-	// Epoch is the latest agent turn; NextCall numbers the next tool call.
-	Epoch    uint64 `json:"epoch"`
-	NextCall int    `json:"next_call"`
-	// Chat is the context as the caller experienced it: an answer cut
-	// short, or still playing when the state was taken, holds the words
-	// played by then and is marked interrupted. Tool results are not in
-	// it: they come from Calls.
-	Chat []llm.Item `json:"chat"`
-	// Calls is the ledger: every call, terminal or not, in request order.
-	Calls []tools.Call `json:"calls"`
-	// UserData is what the application stored with SetUserData.
-	UserData map[string]json.RawMessage `json:"user_data,omitempty"`
-	// Seq is the sequence number of the last event the session had
-	// emitted when the state was taken: what the state covers. A session
-	// restored from the state numbers its events on from there.
-	Seq uint64 `json:"seq"`
-}
-
-// ErrStateMismatch is returned by New when a restored state does not fit
-// the session: another session id, or another agent's state without a
-// handoff.
-var ErrStateMismatch = errors.New("runtime: state does not fit the session")
-
-// WithState starts the session from st, taken from another session with
-// [Session.State]: the same id (unless WithID names it, which must match),
-// its chat, its calls and its user data. Calls that were not finished are
-// settled by the session's journal ([tools.Settle]) when it runs: an
-// outcome the journal has is used; a mutation that may have run is
-// unknown, never run again blindly. The restored session does not speak
-// until told to (GenerateReply, or the caller's next turn).
-func WithState(st State) Option {
-	return func(c *config) error {
-		if st.SessionID == "" {
-			return fmt.Errorf("%w: no session id", ErrStateMismatch)
-		}
-		if c.id != "" && c.id != st.SessionID {
-			return fmt.Errorf("%w: state of session %q given to session %q", ErrStateMismatch, st.SessionID, c.id)
-		}
-		c.id = st.SessionID
-		c.state = &st
-		return nil
-	}
-}
-
-// WithCheckpoints calls save with the session's state at every clean
-// point: a turn settled, a tool call started, deferred or ended, and once
-// at the start. save runs on the session core and must not block: hand the
-// state to a writer of your own (handoff.Checkpointer) and report how the
-// write went with [Session.CheckpointDone].
-func WithCheckpoints(save func(State)) Option {
-	return func(c *config) error { c.checkpoint = save; return nil }
-}
-
-// checkpointKinds are the events after which the state is checkpointed.
-var checkpointKinds = map[events.Kind]bool{
-	events.SessionStarted: true, events.TurnSettled: true,
-	events.ToolStarted: true, events.ToolDeferred: true, events.ToolTerminal: true, events.ToolCommitted: true,
-	events.Handoff: true,
+// State returns the session's state now, for a checkpoint or a handoff to
+// another worker (engine.WithState starts a session from it).
+func (s *Session) State(ctx context.Context) (engine.State, error) {
+	return onCore(ctx, s, (*engine.Core).State)
 }
 
 // CheckpointDone reports how writing the state taken at event seq
-// (State.Seq) went: the session emits checkpoint_failed on a failure
+// (engine.State.Seq) went: the session emits checkpoint_failed on a failure
 // (once, until one succeeds) and checkpoint_saved, whose Count is seq, on
 // success. The call goes on either way.
 func (s *Session) CheckpointDone(ctx context.Context, seq uint64, err error) error {
-	return s.send(ctx, checkpointResult{seq: seq, err: err})
-}
-
-// checkpointResult is how a checkpoint write went.
-type checkpointResult struct {
-	seq uint64
-	err error
-}
-
-func (checkpointResult) input() {}
-
-func (c *conductor) onCheckpointResult(r checkpointResult) {
-	switch {
-	case r.err != nil && !c.checkpointFailing:
-		c.checkpointFailing = true
-		c.emit(events.Event{Kind: events.CheckpointFailed, Epoch: c.epoch, Error: r.err.Error()})
-	case r.err == nil:
-		reason := ""
-		if c.checkpointFailing {
-			c.checkpointFailing, reason = false, "recovered"
-		}
-		c.emit(events.Event{Kind: events.CheckpointSaved, Epoch: c.epoch, Reason: reason, Count: int(r.seq)})
-	}
-}
-
-// State returns the session's state now, for a checkpoint or a handoff.
-func (s *Session) State(ctx context.Context) (State, error) {
-	return ask(ctx, s, func(c *conductor) State { return c.state() })
+	return s.send(ctx, engine.CheckpointDone{Seq: seq, Err: err})
 }
 
 // SetUserData stores v (as JSON) under key with the session's state, for
@@ -126,11 +29,8 @@ func (s *Session) SetUserData(ctx context.Context, key string, v any) error {
 	if err != nil {
 		return fmt.Errorf("runtime: user data %q: %w", key, err)
 	}
-	_, err = ask(ctx, s, func(c *conductor) struct{} {
-		if c.userData == nil {
-			c.userData = map[string]json.RawMessage{}
-		}
-		c.userData[key] = b
+	_, err = onCore(ctx, s, func(k *engine.Core) struct{} {
+		k.SetUserData(key, b)
 		return struct{}{}
 	})
 	return err
@@ -139,7 +39,7 @@ func (s *Session) SetUserData(ctx context.Context, key string, v any) error {
 // UserData reads the value stored under key into v; it reports whether
 // there was one.
 func (s *Session) UserData(ctx context.Context, key string, v any) (bool, error) {
-	b, err := ask(ctx, s, func(c *conductor) json.RawMessage { return slices.Clone(c.userData[key]) })
+	b, err := onCore(ctx, s, func(k *engine.Core) json.RawMessage { return k.UserData(key) })
 	if err != nil || b == nil {
 		return false, err
 	}
@@ -147,78 +47,4 @@ func (s *Session) UserData(ctx context.Context, key string, v any) (bool, error)
 		return true, fmt.Errorf("runtime: user data %q: %w", key, err)
 	}
 	return true, nil
-}
-
-// state captures the conductor's state. Only its goroutine calls it.
-func (c *conductor) state() State {
-	st := State{
-		SessionID: c.id, Agent: c.agent.Name, Epoch: c.epoch, NextCall: c.ncall,
-		Calls: c.ledger.Calls(), UserData: maps.Clone(c.userData), Seq: c.seq,
-	}
-	for _, e := range c.chat {
-		if e.drop {
-			continue
-		}
-		it := e.item
-		if t := e.turn; t != nil {
-			// Still playing: what the caller has heard so far.
-			played := c.edges.Played(t.epoch)
-			it.Text = c.playedText(t, played)
-			if !t.playoutDone || t.interrupted {
-				it.Interrupted, it.Played = true, played
-			}
-			if it.Text == "" {
-				continue
-			}
-		}
-		it.Arguments = slices.Clone(it.Arguments)
-		st.Chat = append(st.Chat, it)
-	}
-	return st
-}
-
-// restoreState rebuilds the conductor from st, settling unfinished calls
-// by the journal's records. Only called before the conductor starts.
-func (c *conductor) restoreState(st State, journal []tools.Record) {
-	// The session's events go on numbering from where they were: one
-	// stream across workers, as its clients see it.
-	c.epoch, c.ncall, c.seq = st.Epoch, st.NextCall, st.Seq
-	c.userData = maps.Clone(st.UserData)
-	settled := make([]tools.Call, len(st.Calls))
-	for i, call := range st.Calls {
-		settled[i] = tools.Settle(call, journal)
-	}
-	c.ledger.Load(settled)
-	for _, it := range st.Chat {
-		switch it.Kind {
-		case llm.KindToolResult:
-			continue // results come from the ledger
-		case llm.KindToolCall:
-			rec, ok := c.ledger.Get(it.CallID)
-			if !ok {
-				continue // a call the ledger never had: not shown
-			}
-			tool, _ := c.toolset.Lookup(rec.Tool)
-			cs := &callState{rec: rec, tool: tool}
-			// Settled here if it was not: the result enters the context
-			// now and the model sees it with its next request, which the
-			// application asks for (it owes no inference of its own).
-			c.ledger.Commit(rec.ID)
-			c.calls[rec.ID] = cs
-			c.chat = append(c.chat, &entry{item: it, call: cs})
-		default:
-			c.chat = append(c.chat, &entry{item: it})
-		}
-	}
-}
-
-// describeState is a one-line account of a state, for logs.
-func describeState(st State) string {
-	var open []string
-	for _, call := range st.Calls {
-		if !call.State.Terminal() {
-			open = append(open, call.ID+" "+string(call.State))
-		}
-	}
-	return fmt.Sprintf("agent %s, epoch %d, %d items, %d calls (unfinished: %s)", st.Agent, st.Epoch, len(st.Chat), len(st.Calls), strings.Join(open, ", "))
 }

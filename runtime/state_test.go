@@ -13,6 +13,7 @@ import (
 
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/llm"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/scripted"
 	"github.com/holdline/holdline/tools"
 )
@@ -31,7 +32,7 @@ func crashTools(runs *atomic.Int32, release <-chan struct{}) []*tools.Tool {
 	return []*tools.Tool{lookup, book}
 }
 
-func callByID(st State, id string) (tools.Call, bool) {
+func callByID(st engine.State, id string) (tools.Call, bool) {
 	for _, c := range st.Calls {
 		if c.ID == id {
 			return c, true
@@ -71,7 +72,7 @@ func TestResumedSessionNeverRunsAMutationTwice(t *testing.T) {
 
 		b := start(t, setup{
 			tools: crashTools(&runsB, release),
-			opts:  []Option{WithJournal(journal), WithState(st)},
+			opts:  []Option{WithJournal(journal), engine.WithState(st)},
 			responses: []scripted.Response{{Text: "Let me try again.", ToolCalls: []scripted.Call{
 				{ID: "b2", Name: "book_table", Args: tableArgs{2, "19:00"}},
 			}}, {Text: "I could not confirm it."}},
@@ -130,7 +131,7 @@ func TestResumedSessionTakesTheJournaledOutcome(t *testing.T) {
 		a.waitFor(events.ToolTerminal, func(e events.Event) bool { return e.CallID == "b1" }, 5*time.Second)
 		a.cancel()
 
-		b := start(t, setup{tools: crashTools(new(atomic.Int32), nil), opts: []Option{WithJournal(journal), WithState(st)}})
+		b := start(t, setup{tools: crashTools(new(atomic.Int32), nil), opts: []Option{WithJournal(journal), engine.WithState(st)}})
 		now, err := b.s.State(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -143,7 +144,7 @@ func TestResumedSessionTakesTheJournaledOutcome(t *testing.T) {
 
 // A state is refused by a session with another id.
 func TestStateForAnotherSessionIsRefused(t *testing.T) {
-	_, err := New(&Agent{Model: scripted.NewLLM()}, WithID("other"), WithState(State{SessionID: "sess_1", Agent: "a"}))
+	_, err := New(&Agent{Model: scripted.NewLLM()}, WithID("other"), engine.WithState(engine.State{SessionID: "sess_1", Agent: "a"}))
 	if err == nil || !strings.Contains(err.Error(), "sess_1") {
 		t.Fatalf("New: %v; want a mismatch naming the state's session", err)
 	}
@@ -154,13 +155,13 @@ func TestStateForAnotherSessionIsRefused(t *testing.T) {
 func TestCheckpointsAtCleanPointsAndFailuresReported(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
-		var saved []State
+		var saved []engine.State
 		lookup := tools.MustNew("check_availability", "Check.", func(ctx context.Context, a tableArgs) (string, error) {
 			return `{"free":true}`, nil
 		})
 		h := start(t, setup{
 			tools: []*tools.Tool{lookup},
-			opts: []Option{WithCheckpoints(func(st State) {
+			opts: []Option{engine.WithCheckpoints(func(st engine.State) {
 				mu.Lock()
 				saved = append(saved, st)
 				mu.Unlock()

@@ -6,11 +6,13 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/holdline/holdline/runtime/engine"
 )
 
 // TestTransferGoesThroughTheTransportOfTheCall checks that an agent's code
 // transfers without knowing the transport: Transfer in OnEnter reaches the
-// session's Transferer with the target, the timeout and the token asked
+// session's engine.Transferer with the target, the timeout and the token asked
 // for, or the default timeout; a session whose transport cannot transfer,
 // and a context of no session, get ErrTransferUnsupported.
 func TestTransferGoesThroughTheTransportOfTheCall(t *testing.T) {
@@ -21,17 +23,17 @@ func TestTransferGoesThroughTheTransportOfTheCall(t *testing.T) {
 		name      string
 		transfers bool
 		opts      []TransferOption
-		want      TransferRequest
+		want      engine.TransferRequest
 		err       error
 	}{
-		{name: "phone", transfers: true, want: TransferRequest{Target: "sip:desk@example.com", Timeout: DefaultTransferTimeout}},
+		{name: "phone", transfers: true, want: engine.TransferRequest{Target: "sip:desk@example.com", Timeout: DefaultTransferTimeout}},
 		{name: "phone with options", transfers: true, opts: []TransferOption{WithTransferTimeout(5 * time.Second), WithHandoffToken("tok")},
-			want: TransferRequest{Target: "sip:desk@example.com", Timeout: 5 * time.Second, Token: "tok"}},
+			want: engine.TransferRequest{Target: "sip:desk@example.com", Timeout: 5 * time.Second, Token: "tok"}},
 		{name: "browser", err: ErrTransferUnsupported},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				var got []TransferRequest
+				var got []engine.TransferRequest
 				result := make(chan error, 1)
 				su := setup{agent: func(a *Agent) {
 					a.OnEnter = func(ctx context.Context, s *Session) error {
@@ -40,7 +42,7 @@ func TestTransferGoesThroughTheTransportOfTheCall(t *testing.T) {
 					}
 				}}
 				if tc.transfers {
-					su.opts = append(su.opts, WithTransferer(func(_ context.Context, r TransferRequest) error {
+					su.opts = append(su.opts, engine.WithTransferer(func(_ context.Context, r engine.TransferRequest) error {
 						got = append(got, r)
 						return nil
 					}))

@@ -10,7 +10,7 @@ import (
 
 	"github.com/holdline/holdline/calls"
 	"github.com/holdline/holdline/media"
-	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/webrtc"
 )
 
@@ -185,7 +185,7 @@ func (c *call) send(p *webrtc.Peer, v any) {
 func (c *call) forward(p *webrtc.Peer, seq uint64) {
 	tick := time.NewTicker(captionEvery)
 	defer tick.Stop()
-	var caption runtime.Caption
+	var caption engine.Caption
 	for {
 		evs, wake, closed := c.hc.Events(seq)
 		for _, e := range evs {

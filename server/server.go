@@ -17,6 +17,7 @@ import (
 	"github.com/holdline/holdline/handoff"
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/store"
 	"github.com/holdline/holdline/webrtc"
 )
@@ -386,7 +387,7 @@ func (s *Server) answerNew(w http.ResponseWriter, r *http.Request, offer string,
 		// encoder time.
 		OutputRate: media.Rate24k,
 		// The browser cancels its own echo unless told to use ours.
-		Input:    runtime.InputConfig{Rate: media.Rate16k, NoEchoCancellation: !s.cfg.echoCancel, EchoFree: !s.cfg.echoCancel},
+		Input:    engine.InputConfig{Rate: media.Rate16k, NoEchoCancellation: !s.cfg.echoCancel, EchoFree: !s.cfg.echoCancel},
 		Recovery: s.recovery(),
 		Resumed:  resumed,
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/tools"
 )
 
@@ -40,7 +41,7 @@ type bodies struct {
 type landing struct {
 	src uint64 // the call's scheduling source, which also orders landings
 	tr  *toolRun
-	o   runtime.ToolOutcome
+	o   engine.ToolOutcome
 }
 
 // newBodies makes this run's agent; it fails outside a bubble, where a
@@ -92,7 +93,7 @@ func (b *bodies) elapsed() time.Duration { return time.Since(b.base) }
 // start runs r's body on a goroutine under its deadline, with what a live
 // session's context carries: the playout of its turn and the call's
 // identity.
-func (b *bodies) start(r runtime.ToolRun, tr *toolRun, src uint64) {
+func (b *bodies) start(r engine.ToolRun, tr *toolRun, src uint64) {
 	// The bubble may lag the run while no body runs; catch it up, so the
 	// deadline and the body's sleeps start at the run's now.
 	if d := b.r.sched.now() - b.elapsed(); d > 0 {
@@ -117,8 +118,8 @@ func (b *bodies) start(r runtime.ToolRun, tr *toolRun, src uint64) {
 
 // outcomeOf names the state a body's return puts its call in, as the live
 // session does.
-func outcomeOf(ctx context.Context, id, out string, err error) runtime.ToolOutcome {
-	o := runtime.ToolOutcome{CallID: id, State: tools.StateSucceeded, Output: out, Err: err}
+func outcomeOf(ctx context.Context, id, out string, err error) engine.ToolOutcome {
+	o := engine.ToolOutcome{CallID: id, State: tools.StateSucceeded, Output: out, Err: err}
 	switch {
 	case err == nil:
 	case errors.Is(context.Cause(ctx), errInterrupted) && errors.Is(err, context.Canceled):

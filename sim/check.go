@@ -9,7 +9,7 @@ import (
 
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/llm"
-	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/tools"
 )
 
@@ -135,7 +135,7 @@ func (r *run) checkDelivered() {
 	}
 	var notes [][]string
 	for _, it := range r.out.Context.Items {
-		if lost, ok := runtime.IsUndeliveredNote(it.Text); ok && it.Role == llm.RoleSystem {
+		if lost, ok := engine.IsUndeliveredNote(it.Text); ok && it.Role == llm.RoleSystem {
 			notes = append(notes, strings.Fields(lost))
 		}
 	}
@@ -305,7 +305,7 @@ func (r *run) userReady(u UserAction) time.Duration {
 	if u.Noise != "" {
 		// No words: the turn the detector opened is dropped once the
 		// recogniser's deadline has passed.
-		return u.At + speech + r.sc.VAD.Endpointing + runtime.DefaultTranscriptTimeout
+		return u.At + speech + r.sc.VAD.Endpointing + engine.DefaultTranscriptTimeout
 	}
 	transcript := u.At + speech + r.sc.STT.Latency
 	if speech > r.sc.VAD.Onset {

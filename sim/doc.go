@@ -7,9 +7,9 @@
 // timings, the tools (duration, result or error, interrupt policy, hang,
 // ignores cancellation) and faults (llm_error, tts_error and voice outages,
 // transport_drop), and says what must happen. The simulator runs
-// runtime.Core, the same state machine that answers real calls, with
-// scripted [runtime.Edges] on a discrete-event clock, and the caller's
-// sound goes through runtime.InputJudge, the barge-in arbiter calls run: a
+// engine.Core, the same state machine that answers real calls, with
+// scripted [engine.Edges] on a discrete-event clock, and the caller's
+// sound goes through engine.InputJudge, the barge-in arbiter calls run: a
 // thirty-second call runs in well under a millisecond, and the 200–700 ms
 // windows where interruption bugs live are exact. Work due at one instant
 // from different sources (a tool's result and the caller's speech) happens
@@ -138,7 +138,7 @@
 // would (0.9 for any frame it fills at least half of: the energy detector
 // hears a cough as loudly as a word) and hands the score, with what the
 // agent's output was doing (audible, a turn under way, silent), to
-// runtime.InputJudge; spoken words reach the judge as the recogniser's
+// engine.InputJudge; spoken words reach the judge as the recogniser's
 // final transcript stt.latency after the sound ends. So speech over the
 // agent pauses it, and is confirmed (barge-in) or ruled out (resume) by the
 // arbiter's own rules: a backchannel resumes the agent from the same
@@ -158,5 +158,5 @@
 // A transport_drop cuts the output at once; the caller's next action brings
 // the line back. A tts_error fails one synthesis (the one in flight at its
 // time, or else the next); the phrase is tried again as
-// runtime.PhraseTries says, as a live session does.
+// engine.PhraseTries says, as a live session does.
 package sim

@@ -11,6 +11,7 @@ import (
 
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/tools"
 	"github.com/holdline/holdline/tts"
 )
@@ -22,7 +23,7 @@ var (
 )
 
 // edges are the scripted model, synthesiser, output and tools, in virtual
-// time. They implement runtime.Edges, and record what happened for the
+// time. They implement engine.Edges, and record what happened for the
 // checks: every request the model received, every tool body run, every
 // sample played.
 type edges struct {
@@ -59,7 +60,7 @@ type generation struct {
 	cancelled bool
 	modelDone bool // ModelDone delivered
 	synthDone bool // SpeechDone delivered
-	reply     runtime.Timer
+	reply     engine.Timer
 	ended     time.Duration // when the floor was released: -1 while holding
 
 	// Synthesis: the answer's text, its phrases, the next one to speak and
@@ -68,9 +69,9 @@ type generation struct {
 	text         string
 	phrases      []string
 	next         int
-	tries        runtime.PhraseTries
+	tries        engine.PhraseTries
 	inFlight     bool
-	attemptTimer runtime.Timer
+	attemptTimer engine.Timer
 	// unspoken is what no voice could speak.
 	unspoken string
 }
@@ -82,7 +83,7 @@ type toolRun struct {
 	spec     *Tool
 	finished bool
 	state    tools.State
-	outcome  runtime.Timer
+	outcome  engine.Timer
 	dedupe   bool
 	// real: the Go body runs (WithRealTools) instead of the script.
 	real bool
@@ -95,7 +96,7 @@ func newEdges(r *run) *edges {
 		toolRuns: map[string]int{},
 		runs:     map[string]*toolRun{},
 		byKey:    map[string][]*toolRun{},
-		player:   player{segs: map[uint64][]segment{}, endMark: map[uint64]runtime.Timer{}},
+		player:   player{segs: map[uint64][]segment{}, endMark: map[uint64]engine.Timer{}},
 	}
 }
 
@@ -123,9 +124,9 @@ func (e *edges) StartGeneration(epoch uint64, req llm.Request) {
 		}
 		g.modelDone = true
 		if resp.Text != "" {
-			e.r.handle(runtime.ModelText{Epoch: epoch, Text: resp.Text})
+			e.r.handle(engine.ModelText{Epoch: epoch, Text: resp.Text})
 		}
-		e.r.handle(runtime.ModelDone{Epoch: epoch, Calls: calls(resp.ToolCalls)})
+		e.r.handle(engine.ModelDone{Epoch: epoch, Calls: calls(resp.ToolCalls)})
 		e.speak(g, resp.Text)
 	})
 }
@@ -146,14 +147,14 @@ func (e *edges) failModel(g *generation) {
 	g.modelDone = true
 	// As a live session does, the agent apologises rather than go silent.
 	sorry := runtime.DefaultApology
-	e.r.handle(runtime.ModelText{Epoch: g.epoch, Text: sorry})
-	e.r.handle(runtime.ModelDone{Epoch: g.epoch, Err: errLLMFault})
+	e.r.handle(engine.ModelText{Epoch: g.epoch, Text: sorry})
+	e.r.handle(engine.ModelDone{Epoch: g.epoch, Err: errLLMFault})
 	e.speak(g, sorry)
 }
 
 // speak synthesises text one phrase at a time, each ready one TTFB after
 // the previous, and queues its audio; the words follow the audio. A phrase
-// the voice fails on is tried again as runtime.PhraseTries says, as the
+// the voice fails on is tried again as engine.PhraseTries says, as the
 // live generation edge does.
 func (e *edges) speak(g *generation, text string) {
 	var ch tts.Chunker
@@ -162,7 +163,7 @@ func (e *edges) speak(g *generation, text string) {
 		g.phrases = append(g.phrases, rest)
 	}
 	g.text = text
-	g.tries = runtime.PhraseTries{Voices: 1}
+	g.tries = engine.PhraseTries{Voices: 1}
 	if e.r.sc.TTS.Backup {
 		g.tries.Voices = 2
 	}
@@ -202,7 +203,7 @@ func (e *edges) attempt(g *generation, at time.Duration) {
 		}
 		start := e.player.enqueue(e.r.sched.now(), g.epoch, dur, timings)
 		e.in.echoFrom(start)
-		e.r.handle(runtime.SpeechWords{Epoch: g.epoch, Words: timings})
+		e.r.handle(engine.SpeechWords{Epoch: g.epoch, Words: timings})
 		if g.next == len(g.phrases) {
 			e.endSynth(g, nil, "")
 			return
@@ -227,7 +228,7 @@ func (e *edges) failSynth(g *generation) {
 	case !ok:
 		e.endSynth(g, errTTSFault, strings.Join(g.phrases[g.next:], " "))
 	case failover:
-		e.r.handle(runtime.ProviderFailover{Provider: "tts", Err: errTTSFault})
+		e.r.handle(engine.ProviderFailover{Provider: "tts", Err: errTTSFault})
 		e.attempt(g, e.r.sched.now())
 	default:
 		g.attemptTimer = e.r.sched.at(e.r.sched.now()+wait, srcGeneration+g.epoch, func() {
@@ -241,7 +242,7 @@ func (e *edges) failSynth(g *generation) {
 func (e *edges) endSynth(g *generation, err error, unspoken string) {
 	g.synthDone = true
 	g.unspoken = unspoken
-	e.r.handle(runtime.SpeechDone{Epoch: g.epoch, Err: err, Unspoken: unspoken})
+	e.r.handle(engine.SpeechDone{Epoch: g.epoch, Err: err, Unspoken: unspoken})
 	e.markEnd(g)
 }
 
@@ -256,7 +257,7 @@ func (e *edges) markEnd(g *generation) {
 		}
 		delete(e.player.endMark, g.epoch)
 		g.ended = e.r.sched.now()
-		e.r.handle(runtime.PlayoutFinished{Epoch: g.epoch})
+		e.r.handle(engine.PlayoutFinished{Epoch: g.epoch})
 	})
 }
 
@@ -311,7 +312,7 @@ func (e *edges) fault(f Fault) {
 			e.ttsArmed = true
 		}
 	case "transport_drop":
-		e.r.handle(runtime.TransportLost{})
+		e.r.handle(engine.TransportLost{})
 	}
 }
 
@@ -359,7 +360,7 @@ func (e *edges) Played(epoch uint64) time.Duration { return e.player.played(e.r.
 // RunTool runs a scripted body: it ends after its duration with its result
 // or error, never (hang), or at its deadline as timed out; a body that
 // outlives its deadline still reports its late outcome.
-func (e *edges) RunTool(r runtime.ToolRun) {
+func (e *edges) RunTool(r engine.ToolRun) {
 	now := e.r.sched.now()
 	spec := e.r.toolSpec(r.Tool.Name())
 	e.ncall++
@@ -377,7 +378,7 @@ func (e *edges) RunTool(r runtime.ToolRun) {
 		e.r.bodies.start(r, tr, src)
 	} else if !spec.Hang {
 		tr.outcome = e.r.sched.at(now+spec.Duration, src, func() {
-			st, o := tools.StateSucceeded, runtime.ToolOutcome{CallID: r.CallID, Output: string(spec.Result)}
+			st, o := tools.StateSucceeded, engine.ToolOutcome{CallID: r.CallID, Output: string(spec.Result)}
 			if spec.Error != "" {
 				st, o.Output, o.Err = tools.StateFailed, "", errors.New(spec.Error)
 			}
@@ -391,7 +392,7 @@ func (e *edges) RunTool(r runtime.ToolRun) {
 				return
 			}
 			tr.finished, tr.state = true, tools.StateTimedOut
-			e.r.handle(runtime.ToolOutcome{CallID: r.CallID, State: tools.StateTimedOut,
+			e.r.handle(engine.ToolOutcome{CallID: r.CallID, State: tools.StateTimedOut,
 				Err: fmt.Errorf("%w: no result within %v", runtime.ErrWaitTimeout, r.Tool.Timeout())})
 		})
 	}
@@ -399,7 +400,7 @@ func (e *edges) RunTool(r runtime.ToolRun) {
 
 // finishTool reports a body's return: its outcome, or its late outcome
 // after a timeout.
-func (e *edges) finishTool(tr *toolRun, st tools.State, o runtime.ToolOutcome) {
+func (e *edges) finishTool(tr *toolRun, st tools.State, o engine.ToolOutcome) {
 	if tr.finished && tr.state != tools.StateTimedOut {
 		return
 	}
@@ -419,11 +420,11 @@ func (e *edges) CancelTool(id string) {
 		return
 	}
 	e.r.sched.cancel(tr.outcome)
-	e.finishTool(tr, tools.StateCancelled, runtime.ToolOutcome{CallID: id, State: tools.StateCancelled, Err: context.Canceled})
+	e.finishTool(tr, tools.StateCancelled, engine.ToolOutcome{CallID: id, State: tools.StateCancelled, Err: context.Canceled})
 }
 
 // Reconcile is never asked: scripted tools have no Reconciler.
-func (e *edges) Reconcile(r runtime.ToolRun) {
+func (e *edges) Reconcile(r engine.ToolRun) {
 	e.r.violate("the core asked a scripted tool without a Reconciler to reconcile call %s", r.Of)
 }
 
@@ -453,7 +454,7 @@ func (e *edges) checkOnce(tr *toolRun) {
 type player struct {
 	cursor  time.Duration // when the output is free
 	segs    map[uint64][]segment
-	endMark map[uint64]runtime.Timer
+	endMark map[uint64]engine.Timer
 	order   []uint64 // epochs in the order their audio was first queued
 
 	paused   bool
@@ -653,7 +654,7 @@ func (p *player) playingAfter(now time.Duration, epoch uint64) bool {
 
 // landed reports a Go body's return. A body ended by its deadline after
 // the deadline was reported says nothing new.
-func (e *edges) landed(tr *toolRun, o runtime.ToolOutcome) {
+func (e *edges) landed(tr *toolRun, o engine.ToolOutcome) {
 	if tr.finished && tr.state == tools.StateTimedOut && o.State == tools.StateTimedOut {
 		return
 	}

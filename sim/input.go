@@ -4,14 +4,14 @@ import (
 	"math"
 	"time"
 
-	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/vad"
 )
 
 // The simulated caller's audio, as the caller-audio stage sees it after
 // the echo canceller: a speech score per 20 ms frame (what the detector
 // would say) and the recogniser's transcripts. Both go through
-// runtime.InputJudge, the barge-in arbiter a call runs, on the virtual
+// engine.InputJudge, the barge-in arbiter a call runs, on the virtual
 // clock.
 const (
 	// frameLen is the caller audio frame.
@@ -41,12 +41,12 @@ const (
 // to the call's.
 type input struct {
 	r      *run
-	judge  *runtime.InputJudge
+	judge  *engine.InputJudge
 	sounds []sound
 	// judged is the audio time judged so far; tick is the next frame's
 	// work while frames are running.
 	judged time.Duration
-	tick   runtime.Timer
+	tick   engine.Timer
 }
 
 type sound struct {
@@ -65,12 +65,12 @@ func minSilence(sc *Scenario) time.Duration {
 func newInput(r *run) *input {
 	sc := r.sc
 	onset := max(sc.VAD.Onset, time.Nanosecond) // 0 would mean the default
-	cfg := runtime.InputConfig{
+	cfg := engine.InputConfig{
 		Segmenter: vad.SegmenterConfig{MinSpeech: onset, MinSilence: minSilence(sc)},
 		BargeIn:   vad.ArbiterConfig{SpeakingMinSpeech: onset},
 		EchoFree:  sc.Line.EchoFree,
 	}
-	in := &input{r: r, judge: runtime.NewInputJudge(cfg)}
+	in := &input{r: r, judge: engine.NewInputJudge(cfg)}
 	if sc.Line.Echo != nil {
 		// A call's canceller finds the delay within its first seconds.
 		in.judge.SetEchoTail(sc.Line.Echo.Delay + echoTailMargin)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/llm"
-	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/tools"
 )
 
@@ -51,7 +51,7 @@ func (r *Run) OK() bool { return len(r.Violations) == 0 }
 type run struct {
 	sc    *Scenario
 	sched *sched
-	core  *runtime.Core
+	core  *engine.Core
 	edges *edges
 	out   *Run
 	tools map[string]*Tool
@@ -120,7 +120,7 @@ func start(sc *Scenario, seed int64, cache toolCache) *run {
 	r := &run{sc: sc, sched: newSched(seed), out: &Run{Seed: seed}, tools: map[string]*Tool{}}
 	r.edges = newEdges(r)
 	r.edges.in = newInput(r)
-	agent := &runtime.Agent{Name: sc.Name, Instructions: sc.Agent.Instructions}
+	agent := engine.Agent{Name: sc.Name, Instructions: sc.Agent.Instructions}
 	var fresh map[string]*tools.Tool // the tools of this run's Go agent
 	if sc.realTools != nil && sc.agentFunc != nil {
 		b, err := newBodies(r, sc.agentFunc)
@@ -149,11 +149,10 @@ func start(sc *Scenario, seed int64, cache toolCache) *run {
 		agent.Tools = append(agent.Tools, built)
 		r.tools[t.Name] = t
 	}
-	core, err := runtime.NewCore(agent, r.edges,
-		func(in runtime.Input) { r.sched.at(r.sched.now(), srcPosted, func() { r.handle(in) }) },
+	core, err := engine.NewCore(agent, r.edges,
+		func(in engine.Input) { r.sched.at(r.sched.now(), srcPosted, func() { r.handle(in) }) },
 		func(e events.Event) { r.out.Events = append(r.out.Events, e) },
-		runtime.WithID("sim"), runtime.WithClock(r.sched.clock),
-		runtime.WithEndpointing(sc.VAD.Endpointing-minSilence(sc)), runtime.WithLogger(slog.New(slog.DiscardHandler)))
+		engine.Config{ID: "sim", Clock: r.sched.clock, Endpointing: sc.VAD.Endpointing - minSilence(sc), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		r.violate("core: %v", err)
 		return r
@@ -171,7 +170,7 @@ func (r *run) violate(format string, args ...any) {
 
 // handle hands one input to the core and checks what must hold after
 // every step.
-func (r *run) handle(in runtime.Input) {
+func (r *run) handle(in engine.Input) {
 	n := len(r.out.Events)
 	r.core.Handle(in)
 	for _, e := range r.out.Events[n:] {
@@ -193,7 +192,7 @@ func (r *run) schedule() {
 	for _, u := range r.sc.User {
 		if u.Inject != "" {
 			text := u.Inject
-			r.sched.at(u.At, srcUser, func() { r.handle(runtime.UserText{Text: text}) })
+			r.sched.at(u.At, srcUser, func() { r.handle(engine.UserText{Text: text}) })
 		}
 	}
 	r.edges.in.schedule()

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/llm"
-	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/tools"
 	"github.com/holdline/holdline/tts"
 )
@@ -163,7 +163,7 @@ faults: [{at: 0s, kind: tts_error, duration: 5s}]
 	var kept []llm.Item
 	noted := false
 	for _, it := range r.out.Context.Items {
-		if lost, ok := runtime.IsUndeliveredNote(it.Text); ok {
+		if lost, ok := engine.IsUndeliveredNote(it.Text); ok {
 			noted = lost == "One two three. Four five six."
 			continue
 		}
@@ -240,7 +240,7 @@ func TestAtMostOnceCheck(t *testing.T) {
 // The player knows what was heard: words whose audio started before a cut.
 func TestPlayerHeardStopsAtFlush(t *testing.T) {
 	var p player
-	p.segs, p.endMark = map[uint64][]segment{}, map[uint64]runtime.Timer{}
+	p.segs, p.endMark = map[uint64][]segment{}, map[uint64]engine.Timer{}
 	words := func(offset time.Duration, ws ...string) []tts.WordTiming {
 		out := make([]tts.WordTiming, len(ws))
 		for i, w := range ws {
@@ -271,7 +271,7 @@ func TestPlayerHeardStopsAtFlush(t *testing.T) {
 // until the resume, and then it goes on from the same word.
 func TestPlayerPauseResumesWhereItStopped(t *testing.T) {
 	var p player
-	p.segs, p.endMark = map[uint64][]segment{}, map[uint64]runtime.Timer{}
+	p.segs, p.endMark = map[uint64][]segment{}, map[uint64]engine.Timer{}
 	ws := []tts.WordTiming{{Word: "one", Start: 0}, {Word: "two", Start: 400 * time.Millisecond}, {Word: "three", Start: 800 * time.Millisecond}}
 	p.enqueue(time.Second, 1, 1200*time.Millisecond, ws)
 	p.pause(1500 * time.Millisecond) // "two" has started

@@ -132,7 +132,7 @@ type Line struct {
 	// Echo is the agent's own voice coming back; nil (absent): a clean line.
 	Echo *Echo // `echo`
 	// EchoFree says the caller's device removes the agent's voice (a
-	// browser, a headset): runtime.InputConfig.EchoFree. Default false, as
+	// browser, a headset): engine.InputConfig.EchoFree. Default false, as
 	// for a phone line.
 	EchoFree bool // `echo_free`
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/holdline/holdline/calls"
 	"github.com/holdline/holdline/handoff"
 	"github.com/holdline/holdline/media"
-	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 )
 
 // errCallerHungUp ends a call the caller ended with BYE or CANCEL;
@@ -97,7 +97,7 @@ func (s *Server) newCall(id string, dlg dialog, conn *net.UDPConn, remote MediaO
 	c.leg.setRemote(netip.AddrPortFrom(remote.Addr, uint16(remote.Port)), c.direction)
 	spec := calls.Spec{
 		Kind:       kind,
-		Input:      runtime.InputConfig{Rate: inputRate},
+		Input:      engine.InputConfig{Rate: inputRate},
 		OutputRate: c.leg.Rate(),
 		Resumed:    resumed,
 		Origin:     origin,

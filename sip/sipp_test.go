@@ -28,6 +28,7 @@ import (
 	"github.com/holdline/holdline/internal/freeport"
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/scripted"
 	"github.com/holdline/holdline/sip"
 )
@@ -352,7 +353,7 @@ func TestSippCallIsAnsweredHeardAndHungUp(t *testing.T) {
 	if !rec.find(events.DTMF, "1") {
 		t.Errorf("no dtmf event for the key 1: %v", rec.kinds())
 	}
-	if !rec.find(events.UserTurn, runtime.DTMFText('1')) {
+	if !rec.find(events.UserTurn, engine.DTMFText('1')) {
 		t.Errorf("the key press was not a user turn: %v", rec.kinds())
 	}
 	if !rec.find(events.PlayoutDone, "Hello, you have reached Holdline. How can I help you today?") {
@@ -438,7 +439,7 @@ func TestSippLoad(t *testing.T) {
 	var opts []sip.Option
 	aec := os.Getenv("HOLDLINE_SIP_LOAD_AEC") != "0"
 	if !aec {
-		opts = append(opts, sip.WithSessionOptions(runtime.WithInput(runtime.InputConfig{Rate: 8000, NoEchoCancellation: true})))
+		opts = append(opts, sip.WithSessionOptions(engine.WithInput(engine.InputConfig{Rate: 8000, NoEchoCancellation: true})))
 	}
 	rt := os.Getenv("HOLDLINE_SIP_LOAD_RT") == "1"
 	if rt {

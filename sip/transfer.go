@@ -12,6 +12,7 @@ import (
 	sipmsg "github.com/emiago/sipgo/sip"
 
 	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 )
 
 // HandoffHeader carries a handoff token with a transfer, so that a
@@ -86,7 +87,7 @@ func Transfer(ctx context.Context, target string, opts ...TransferOption) error 
 // Transfer carries out a transfer the session asks for (runtime.Transfer,
 // through the host): a blind transfer by REFER, with the handoff token in
 // the Refer-To URI and a header of its own.
-func (c *call) Transfer(ctx context.Context, r runtime.TransferRequest) error {
+func (c *call) Transfer(ctx context.Context, r engine.TransferRequest) error {
 	target, cfg := r.Target, transferConfig{token: r.Token, timeout: r.Timeout}
 	var to sipmsg.Uri
 	if err := sipmsg.ParseUri(target, &to); err != nil {

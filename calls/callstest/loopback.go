@@ -10,7 +10,7 @@ import (
 
 	"github.com/holdline/holdline/calls"
 	"github.com/holdline/holdline/media"
-	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 )
 
 // Kind is the loopback transport's name in the host's metrics and
@@ -27,7 +27,7 @@ func Dial(ctx context.Context, h *calls.Host, from *calls.Resumed) (*Call, error
 	c := &Call{hungUp: make(chan struct{})}
 	spec := calls.Spec{
 		Kind:       Kind,
-		Input:      runtime.InputConfig{Rate: Rate},
+		Input:      engine.InputConfig{Rate: Rate},
 		OutputRate: Rate,
 		Recovery:   calls.Recovery{ResumeTTL: calls.DefaultResumeTTL},
 	}
@@ -53,7 +53,7 @@ type Call struct {
 	reason atomic.Value
 
 	mu        sync.Mutex
-	transfers []runtime.TransferRequest
+	transfers []engine.TransferRequest
 }
 
 // WriteFrame takes the agent's audio (calls.Line).
@@ -91,7 +91,7 @@ func (c *Call) Say(ctx context.Context, samples []int16) error {
 // Transfer takes a transfer the session asks for (runtime.Transfer): the
 // target "answers" at once, and the call is handed over, as a phone
 // transport does when the target answers (calls.Transferrer).
-func (c *Call) Transfer(_ context.Context, req runtime.TransferRequest) error {
+func (c *Call) Transfer(_ context.Context, req engine.TransferRequest) error {
 	c.mu.Lock()
 	c.transfers = append(c.transfers, req)
 	c.mu.Unlock()
@@ -101,10 +101,10 @@ func (c *Call) Transfer(_ context.Context, req runtime.TransferRequest) error {
 }
 
 // Transfers returns the transfers the session asked for.
-func (c *Call) Transfers() []runtime.TransferRequest {
+func (c *Call) Transfers() []engine.TransferRequest {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]runtime.TransferRequest(nil), c.transfers...)
+	return append([]engine.TransferRequest(nil), c.transfers...)
 }
 
 // Drop is the loopback line dropping (calls.Call.Lost); Restore is it

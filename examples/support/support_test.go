@@ -12,6 +12,7 @@ import (
 	"github.com/holdline/holdline/examples/support"
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/scripted"
 )
 
@@ -74,7 +75,7 @@ func TestCallWithBillingComesBackAsBillingAfterACrash(t *testing.T) {
 
 		front, billing := support.NewFrontDeskDemoModel(), support.NewBillingDemoModel()
 		other := support.New(support.WithModels(front, billing), support.WithTTS(demoVoice(t)))
-		r := startCall(t, other.FrontDesk, runtime.WithState(st))
+		r := startCall(t, other.FrontDesk, engine.WithState(st))
 		if !r.s.Restored() {
 			t.Error("the restored session says it is new")
 		}

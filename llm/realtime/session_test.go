@@ -13,6 +13,7 @@ import (
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/scripted"
 )
 
@@ -37,7 +38,7 @@ func TestCallWithBargeInTruncatesAtThePlayoutClock(t *testing.T) {
 	agent := &runtime.Agent{Name: "counter", Model: c, STT: c.Recognizer()}
 	sess, err := runtime.New(agent,
 		runtime.WithOutput(media.SinkFunc(func(media.Frame) error { return nil }), media.Rate16k),
-		runtime.WithInput(runtime.InputConfig{Rate: media.Rate16k, NoEchoCancellation: true}))
+		engine.WithInput(engine.InputConfig{Rate: media.Rate16k, NoEchoCancellation: true}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package runtime
+package engine
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 // nothing it does waits: edges are told what to do and answer later.
 type conductor struct {
 	id       string
-	agent    *Agent
+	agent    Agent
 	toolset  *tools.Set
 	textOnly bool
 	clock    Clock
@@ -30,7 +30,7 @@ type conductor struct {
 	publish  func(events.Event)
 	post     func(Input)
 	log      *slog.Logger
-	cfg      config
+	cfg      Config
 
 	seq    uint64
 	chat   []*entry
@@ -83,8 +83,8 @@ type conductor struct {
 	// agentEpoch is the epoch at which the current agent took over: a
 	// reply asked for while no turn has started since is its greeting.
 	agentEpoch uint64
-	// onAgent learns of a handoff's new agent (the session's edges).
-	onAgent func(*Agent)
+	// exchanges are the answers being followed (Follow).
+	exchanges []*Exchange
 }
 
 // OutputPauser is implemented by Edges whose output can pause in place, for
@@ -200,8 +200,8 @@ func (c *conductor) emit(e events.Event) {
 		c.log.Debug("event", "kind", e.Kind, "epoch", e.Epoch, "text", e.Text, "tool", e.Tool, "state", e.State, "reason", e.Reason)
 	}
 	c.publish(e)
-	if c.cfg.checkpoint != nil && checkpointKinds[e.Kind] {
-		c.cfg.checkpoint(c.state())
+	if c.cfg.Checkpoint != nil && checkpointKinds[e.Kind] {
+		c.cfg.Checkpoint(c.state())
 	}
 }
 
@@ -212,7 +212,7 @@ func (c *conductor) handle(in Input) {
 	case DTMF:
 		c.restoreTransport()
 		c.emit(events.Event{Kind: events.DTMF, Epoch: c.epoch, Text: string(in.Digit)})
-		if c.agent.DTMF == DTMFAsInput {
+		if !c.agent.DTMFEventOnly {
 			c.onUserText(DTMFText(in.Digit))
 		}
 	case ReplyRequest:
@@ -270,16 +270,14 @@ func (c *conductor) handle(in Input) {
 			c.transportDown = false
 			c.emit(events.Event{Kind: events.TransportRestored, Epoch: c.epoch})
 		}
-	case providerFailure:
-		c.emit(events.Event{Kind: events.ProviderError, Provider: in.provider, Error: in.err.Error()})
+	case ProviderFailure:
+		c.emit(events.Event{Kind: events.ProviderError, Provider: in.Provider, Error: in.Err.Error()})
 	case ProviderFailover:
 		c.emit(events.Event{Kind: events.ProviderFailover, Epoch: c.epoch, Provider: in.Provider, Error: in.Err.Error()})
-	case checkpointResult:
-		c.onCheckpointResult(in)
-	case handoffRequest:
+	case CheckpointDone:
+		c.onCheckpointDone(in)
+	case Handoff:
 		c.onHandoff(in)
-	case query:
-		in.fn(c)
 	}
 	c.checkFloor()
 }
@@ -420,7 +418,7 @@ func (c *conductor) startEndpoint(heard time.Duration) {
 	c.timerID++
 	id := c.timerID
 	c.endpointID = id
-	c.endpointTimer = c.clock.AfterFunc(max(c.cfg.endpointing-heard, 0), func() { c.post(timerFired{id: id}) })
+	c.endpointTimer = c.clock.AfterFunc(max(c.cfg.Endpointing-heard, 0), func() { c.post(timerFired{id: id}) })
 }
 
 func (c *conductor) stopEndpoint() {
@@ -484,12 +482,12 @@ func (c *conductor) onTimer(id uint64) {
 		c.timerID++
 		tid := c.timerID
 		c.transcriptID = tid
-		c.endpointTimer = c.clock.AfterFunc(c.cfg.transcriptTimeout, func() { c.post(timerFired{id: tid}) })
+		c.endpointTimer = c.clock.AfterFunc(c.cfg.TranscriptTimeout, func() { c.post(timerFired{id: tid}) })
 	case c.transcriptID:
 		c.endpointTimer = nil
 		c.stopEndpoint()
 		c.emit(events.Event{Kind: events.ProviderError, Provider: "stt", Reason: TurnDropped,
-			Error: fmt.Sprintf("no final transcript within %v of the caller's silence; user turn dropped (is the recogniser over capacity?)", c.cfg.transcriptTimeout)})
+			Error: fmt.Sprintf("no final transcript within %v of the caller's silence; user turn dropped (is the recogniser over capacity?)", c.cfg.TranscriptTimeout)})
 	}
 }
 

@@ -1,10 +1,12 @@
-package runtime
+package engine
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/holdline/holdline/events"
@@ -14,10 +16,10 @@ import (
 
 // Edges is what the session core commands: the parts of a session that do
 // I/O. Every method is called on the core's goroutine and must return at
-// once; the work it starts reports back as Inputs. A Session has its own
-// edges (goroutines around the agent's providers); the simulator has
-// scripted ones in virtual time; a speech-to-speech backend can bring its
-// own.
+// once; the work it starts reports back as Inputs. A runtime.Session has
+// its own edges (goroutines around the agent's providers); the simulator
+// has scripted ones in virtual time; a speech-to-speech backend can bring
+// its own.
 type Edges interface {
 	// StartGeneration starts turn epoch: stream req to the model, speak
 	// the answer, report ModelText, ModelDone, SpeechWords, SpeechDone and
@@ -55,57 +57,45 @@ type ToolRun struct {
 
 // Core is the session's state machine on its own: no goroutines, no I/O,
 // nothing that waits. Whoever drives it feeds it Inputs one at a time and
-// runs its Edges. Session drives one with goroutines and the wall clock;
-// the simulator drives one in virtual time, which is how scenarios test the
+// runs its Edges; every method is for the driver's goroutine alone.
+// runtime.Session drives one with goroutines and the wall clock; the
+// simulator drives one in virtual time, which is how scenarios test the
 // very code that answers calls.
 type Core struct{ c *conductor }
 
 // NewCore makes a core for agent. post must queue an Input for a later
-// Handle (never call Handle itself); publish receives every event. Of the
-// Options, WithID, WithClock, WithEndpointing, WithTranscriptTimeout and
-// WithLogger apply.
-func NewCore(agent *Agent, edges Edges, post func(Input), publish func(events.Event), opts ...Option) (*Core, error) {
-	if agent == nil || edges == nil || post == nil || publish == nil {
-		return nil, errors.New("runtime: NewCore needs an agent, edges, post and publish")
+// Handle (never call Handle itself); publish receives every event.
+func NewCore(agent Agent, edges Edges, post func(Input), publish func(events.Event), cfg Config) (*Core, error) {
+	if edges == nil || post == nil || publish == nil {
+		return nil, errors.New("runtime: NewCore needs edges, post and publish")
 	}
-	cfg := defaultConfig()
-	for _, o := range opts {
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	cfg.ensureID()
-	c, err := newConductor(agent, edges, post, publish, cfg, false)
-	if err != nil {
-		return nil, err
-	}
-	return &Core{c: c}, nil
-}
-
-func newConductor(agent *Agent, edges Edges, post func(Input), publish func(events.Event), cfg config, textOnly bool) (*conductor, error) {
 	set, err := tools.NewSet(agent.Tools...)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: agent tools: %w", err)
 	}
-	log := cfg.log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &conductor{
-		id:       cfg.id,
+	cfg = cfg.withDefaults()
+	return &Core{c: &conductor{
+		id:       cfg.ID,
 		agent:    agent,
 		toolset:  set,
-		textOnly: textOnly,
-		clock:    cfg.clock,
-		start:    cfg.clock.Now(),
+		textOnly: cfg.TextOnly,
+		clock:    cfg.Clock,
+		start:    cfg.Clock.Now(),
 		edges:    edges,
 		publish:  publish,
 		post:     post,
-		log:      log.With("session", cfg.id),
+		log:      cfg.Logger.With("session", cfg.ID),
 		cfg:      cfg,
-		ledger:   tools.NewLedger(cfg.id),
+		ledger:   tools.NewLedger(cfg.ID),
 		calls:    map[string]*callState{},
-	}, nil
+	}}, nil
+}
+
+// NewID returns a random session id.
+func NewID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "s_" + hex.EncodeToString(b[:])
 }
 
 // Start marks the session's start: event times count from here.
@@ -115,10 +105,21 @@ func (k *Core) Start() {
 }
 
 // Handle takes one input.
-func (k *Core) Handle(in Input) { k.c.handle(in) }
+func (k *Core) Handle(in Input) {
+	k.c.handle(in)
+	k.c.follow()
+}
+
+// Emit publishes an event of the driver's (session_resumed,
+// session_ended) in the core's stream: numbered, timed and checkpointed
+// as the core's own.
+func (k *Core) Emit(e events.Event) { k.c.emit(e) }
 
 // ID is the session id.
 func (k *Core) ID() string { return k.c.id }
+
+// Epoch is the latest turn's epoch.
+func (k *Core) Epoch() uint64 { return k.c.epoch }
 
 // ChatContext returns the chat context as it stands.
 func (k *Core) ChatContext() llm.ChatContext { return k.c.context() }
@@ -134,6 +135,25 @@ func (k *Core) Idle() bool { return k.c.idleNow() }
 // their outcome is unknown, and a repeat is reconciled, never run blindly.
 func (k *Core) Restore(records []tools.Record) { k.c.ledger.Restore(records) }
 
+// RestoreState rebuilds the core from st, settling the calls it left
+// unfinished by the journal's records (tools.Settle). Call it before the
+// first input.
+func (k *Core) RestoreState(st State, journal []tools.Record) { k.c.restoreState(st, journal) }
+
+// State returns the session's state now, for a checkpoint or a handoff.
+func (k *Core) State() State { return k.c.state() }
+
+// SetUserData stores v, JSON, under key with the session's state.
+func (k *Core) SetUserData(key string, v json.RawMessage) {
+	if k.c.userData == nil {
+		k.c.userData = map[string]json.RawMessage{}
+	}
+	k.c.userData[key] = slices.Clone(v)
+}
+
+// UserData returns a copy of what is stored under key, nil if nothing.
+func (k *Core) UserData(key string) json.RawMessage { return slices.Clone(k.c.userData[key]) }
+
 // Speaking reports whether a turn of the agent's holds the floor: what
 // speech from the caller interrupts (InputJudge.Agent's turn).
 func (k *Core) Speaking() bool { return k.c.speaking() }
@@ -146,3 +166,26 @@ func (k *Core) Played() bool { return k.c.played() }
 // played of the turns in flight and of the latest turn that stopped, for
 // InputJudge.Transcript.
 func (k *Core) RecentlyPlayed() string { return k.c.recentlyPlayed() }
+
+// NowPlaying returns the words of the playing turn that have been played
+// so far (a zero Caption when nothing plays), for live captions.
+func (k *Core) NowPlaying() Caption {
+	c := k.c
+	for _, t := range c.turns {
+		if !t.interrupted && !t.playoutDone {
+			return Caption{Epoch: t.epoch, Text: c.playedText(t, c.edges.Played(t.epoch))}
+		}
+	}
+	return Caption{}
+}
+
+// EndedBy records that tool call callID ended the session (the call is
+// over: runtime.EndCallTool): the call succeeded, whatever its body goes
+// on to return once its context is cancelled, and nothing more is asked
+// of the model. A call that is not running, or "", changes nothing.
+func (k *Core) EndedBy(callID, reason string) {
+	c := k.c
+	if cs := c.calls[callID]; callID != "" && cs != nil && !cs.rec.State.Terminal() {
+		c.finishCall(cs, tools.Outcome{State: tools.StateSucceeded, Output: "the call has ended: " + reason}, "ended_the_call")
+	}
+}

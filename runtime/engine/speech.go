@@ -1,4 +1,4 @@
-package runtime
+package engine
 
 import (
 	"strconv"
@@ -15,7 +15,7 @@ const SpeechRetryBackoff = 250 * time.Millisecond
 
 // PhraseTries is the order in which a phrase the voice failed on is tried
 // again: once more on the same voice after SpeechRetryBackoff, then once on
-// each further voice (the agent's BackupTTS), each with its own retry. The
+// each further voice (runtime.Agent.BackupTTS), each with its own retry. The
 // live generation edge and the simulator both follow it, so a scenario
 // proves what a call does.
 type PhraseTries struct {

@@ -1,4 +1,4 @@
-package runtime
+package engine
 
 import (
 	"time"
@@ -8,8 +8,9 @@ import (
 	"github.com/holdline/holdline/tts"
 )
 
-// Input is something that happened, posted to the conductor's mailbox. The
-// conductor stamps each with the session clock when it takes it.
+// Input is something that happened, for the core to take (Core.Handle):
+// what the caller did, what an edge reports, what the session's owner
+// asks. The core stamps each with the session clock when it takes it.
 type Input interface{ input() }
 
 // UserText is user input injected through the API: no VAD, no audio. It
@@ -153,10 +154,12 @@ type TransportLost struct{}
 // the caller implies it too.
 type TransportRestored struct{}
 
-// providerFailure reports an edge's provider error that ends no turn.
-type providerFailure struct {
-	provider string
-	err      error
+// ProviderFailure reports an edge's provider error that ends no turn (a
+// recogniser that broke, a journal write that failed): Provider names the
+// role ("stt", "journal").
+type ProviderFailure struct {
+	Provider string
+	Err      error
 }
 
 // ProviderFailover reports that a provider failed and the agent's backup
@@ -170,8 +173,35 @@ type timerFired struct {
 	id uint64
 }
 
-// query runs fn on the conductor goroutine, for consistent snapshots.
-type query struct{ fn func(*conductor) }
+// CheckpointDone reports how writing the state taken at event Seq
+// (State.Seq) went: the core emits checkpoint_failed on a failure (once,
+// until one succeeds) and checkpoint_saved, whose Count is Seq, on
+// success.
+type CheckpointDone struct {
+	Seq uint64
+	Err error
+}
+
+// Handoff hands the session to another agent: from the next model request
+// on, To answers with its instructions and tools, over the whole
+// conversation unless KeepTurns or Reset says otherwise. Done, if not
+// nil, is closed once the core has changed agents.
+type Handoff struct {
+	To Agent
+	// KeepTurns, if positive, keeps only the messages from the caller's
+	// KeepTurns-th latest turn on; Reset keeps none. Tool calls and their
+	// results always go along.
+	KeepTurns int
+	Reset     bool
+	// Summary, if not empty, is put before what is kept, as a summary of
+	// the conversation so far by the agent handing over.
+	Summary string
+	// Strategy names what was kept, for the handoff event's reason.
+	Strategy string
+	// Greet makes To speak first, as soon as the floor is free.
+	Greet bool
+	Done  chan struct{}
+}
 
 func (UserText) input()          {}
 func (DTMF) input()              {}
@@ -195,6 +225,7 @@ func (timerFired) input()        {}
 func (ReconcileOutcome) input()  {}
 func (TransportLost) input()     {}
 func (TransportRestored) input() {}
-func (providerFailure) input()   {}
+func (ProviderFailure) input()   {}
 func (ProviderFailover) input()  {}
-func (query) input()             {}
+func (CheckpointDone) input()    {}
+func (Handoff) input()           {}
