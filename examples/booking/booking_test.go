@@ -30,6 +30,8 @@ func TestBookingConversation(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- s.Run(ctx) }()
 
+		// The greeting: Ask answers a turn of the caller's, so the first
+		// idle is watched for here.
 		idle := func() {
 			t.Helper()
 			timeout := time.After(time.Minute)
@@ -45,10 +47,17 @@ func TestBookingConversation(t *testing.T) {
 			}
 		}
 		idle() // greeting
-		if err := s.Inject(ctx, "Book a table for two at seven"); err != nil {
+		reply, err := s.Ask(ctx, "Book a table for two at seven")
+		if err != nil {
 			t.Fatal(err)
 		}
-		idle()
+		var ran []string
+		for _, c := range reply.Calls {
+			ran = append(ran, c.Tool+":"+string(c.State))
+		}
+		if got := strings.Join(ran, " "); got != "check_availability:succeeded book_table:succeeded" {
+			t.Errorf("the exchange's calls: %s; want check_availability then book_table, both succeeded", got)
+		}
 		cc, err := s.ChatContext(ctx)
 		if err != nil {
 			t.Fatal(err)
