@@ -575,7 +575,10 @@ func (s *Session) PushDTMF(ctx context.Context, digit rune) error {
 }
 
 // GenerateReply makes the agent speak now, with extra instructions for this
-// reply only (may be empty). A greeting is the usual use.
+// reply only (may be empty). A greeting is the usual use. A turn still
+// answering is cut where the caller stopped hearing it, as new input cuts
+// it, and the reply sees everything that turn was answering: a greeting
+// asked for just after the caller's first words answers them once.
 func (s *Session) GenerateReply(ctx context.Context, instructions string) error {
 	return s.send(ctx, engine.ReplyRequest{Instructions: instructions})
 }

@@ -221,6 +221,11 @@ func (c *conductor) handle(in Input) {
 		if c.epoch == c.agentEpoch {
 			reason = llm.ReasonGreeting
 		}
+		// "Speak now": a turn still answering stops here, as it does for
+		// new input, and the reply sees everything it was answering. Two
+		// turns answering at once would say the same thing twice (a
+		// greeting requested just after the caller's first words).
+		c.preempt("reply")
 		c.startTurn("reply", reason, in.Instructions)
 	case UserSpeechStarted:
 		c.onSpeechStarted()
