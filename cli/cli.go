@@ -108,6 +108,9 @@ commands:
             or on your own recordings (--corpus DIR; --export DIR writes the generated one)
   fake-openai
             serve an OpenAI-compatible API answered by an agent's own model, to try the OpenAI providers offline
+  bench latency
+            measure voice-to-voice latency: a WebRTC caller speaks turns to the agent, served on this
+            machine against a fake OpenAI-compatible server with the latencies you set (%[1]s bench latency --turns 30)
 
 agents: %[3]s
 `
@@ -136,6 +139,8 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		return bargeinEvalCmd(ctx, args[1:], c.stdout, c.stderr)
 	case "fake-openai":
 		return c.fakeOpenAICmd(ctx, args[1:])
+	case "bench":
+		return c.benchCmd(ctx, args[1:])
 	case "help", "-h", "--help":
 		fmt.Fprint(c.stdout, c.usage())
 		return nil

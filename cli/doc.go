@@ -33,6 +33,18 @@
 // corpus. fake-openai serves an OpenAI-compatible API answered by an
 // agent's own model.
 //
+// bench latency measures voice-to-voice latency: it serves the agent in
+// process as serve --llm openai --stt openai --tts openai would, against
+// an openaitest server with the provider latencies given (--ttft,
+// --token-interval, --speech-first-audio, --transcribe), the agent's own
+// model answering; a WebRTC caller (webrtc/rtctest) on 127.0.0.1 speaks
+// --turns turns in espeak-ng's voice, each once the agent has finished the
+// last, and the table (or --json) gives p50, p95 and max from the end of
+// the caller's speech to the agent's first audio heard, each stage on the
+// way (from the session's events, the fake provider's records and the
+// caller), the floor the providers and the endpointing set, and
+// Holdline's share beyond it.
+//
 // # Providers
 //
 // What an agent's Go code sets (Model, STT, TTS and their backups) is what

@@ -37,6 +37,12 @@ type providerFlags struct {
 	sttBackup, ttsBackup string
 	wps                  float64
 
+	// openAIURL and openAIKey, when set, are where the OpenAI clients
+	// send their requests and the key they send, instead of
+	// OPENAI_BASE_URL and OPENAI_API_KEY: bench latency points them at
+	// its own server.
+	openAIURL, openAIKey string
+
 	// espeak is espeak-ng's voice, the default backup voice: found once
 	// and shared by every session (it is safe for concurrent use).
 	espeakOnce sync.Once
@@ -461,6 +467,9 @@ func (p *providerFlags) buildModel(name string, textOut bool, out *providers) (l
 	switch name {
 	case "openai":
 		var opts []llmopenai.Option
+		if p.openAIURL != "" {
+			opts = append(opts, llmopenai.WithBaseURL(p.openAIURL), llmopenai.WithAPIKey(p.openAIKey))
+		}
 		if p.model != "" {
 			opts = append(opts, llmopenai.WithModel(p.model))
 		}
@@ -489,7 +498,11 @@ func (p *providerFlags) buildTTS(name string) (tts.Synthesizer, error) {
 	case "espeak":
 		return espeak.New()
 	case "openai":
-		return ttsopenai.New()
+		var opts []ttsopenai.Option
+		if p.openAIURL != "" {
+			opts = append(opts, ttsopenai.WithBaseURL(p.openAIURL), ttsopenai.WithAPIKey(p.openAIKey))
+		}
+		return ttsopenai.New(opts...)
 	case "demo":
 		return scripted.NewTTS(scripted.WithWordsPerSecond(p.wps))
 	}
@@ -511,7 +524,11 @@ func (p *providerFlags) buildSTT(name string, phrases []string, rt *realtime.Cli
 		}
 		return p.localRecognizer(phrases)
 	case "openai":
-		return closeAfter(sttopenai.New())
+		var opts []sttopenai.Option
+		if p.openAIURL != "" {
+			opts = append(opts, sttopenai.WithBaseURL(p.openAIURL), sttopenai.WithAPIKey(p.openAIKey))
+		}
+		return closeAfter(sttopenai.New(opts...))
 	case "realtime":
 		if rt == nil {
 			return nil, errors.New("--stt realtime needs --llm realtime")

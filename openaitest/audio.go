@@ -63,6 +63,9 @@ type Transcription struct {
 	SampleRate int
 	// Text is what the server answered.
 	Text string
+	// Received is when the upload arrived, Answered when the answer was
+	// sent.
+	Received, Answered time.Time
 }
 
 // Speech is one request to /v1/audio/speech that the server accepted.
@@ -72,6 +75,10 @@ type Speech struct {
 	Model, Input, Voice, ResponseFormat, Instructions string
 	// Speed is 1 when the request did not set it.
 	Speed float64
+	// Received is when the request arrived. FirstAudio is when the first
+	// piece of audio was sent (zero until it is, and for a request whose
+	// answer was cut before any).
+	Received, FirstAudio time.Time
 }
 
 // AudioFault is queued with QueueTranscriptionFault or QueueSpeechFault and
@@ -144,8 +151,8 @@ func (s *Server) SetTranscriber(f func(audio []int16, rate int) string) {
 	s.mu.Unlock()
 }
 
-// Transcriptions returns the uploads transcribed so far, in the order the
-// server finished decoding them. Uploads answered with a fault's status
+// Transcriptions returns the uploads transcribed so far, in the order they
+// were answered. Uploads answered with a fault's status
 // are not included; Requests has every request.
 func (s *Server) Transcriptions() []Transcription {
 	s.mu.Lock()
@@ -309,11 +316,14 @@ func audioBadRequest(w http.ResponseWriter, code, format string, args ...any) {
 // handleTranscription answers POST /v1/audio/transcriptions: a multipart
 // form with a WAV file, as the real endpoint takes it.
 func (s *Server) handleTranscription(w http.ResponseWriter, r *http.Request) {
+	received := time.Now()
+	latency := s.currentLatency()
 	body, ok := s.readAudioBody(w, r, maxUpload)
 	if !ok {
 		return
 	}
-	if f, ok := s.takeAudioFault(&s.audio.sttFaults); ok && !applyAudioFault(w, r, f, true) {
+	fault, ok := s.takeAudioFault(&s.audio.sttFaults)
+	if ok && !applyAudioFault(w, r, fault, true) {
 		return
 	}
 
@@ -406,6 +416,11 @@ func (s *Server) handleTranscription(w http.ResponseWriter, r *http.Request) {
 	} else {
 		t.Text = fmt.Sprintf("utterance %d", n)
 	}
+	// A fault's delay came on top of the latency: it counts from then.
+	if !audioWait(r, time.Until(received.Add(fault.Delay+latency.Transcription))) {
+		return
+	}
+	t.Received, t.Answered = received, time.Now()
 	s.mu.Lock()
 	s.audio.transcriptions = append(s.audio.transcriptions, t)
 	s.mu.Unlock()
@@ -463,6 +478,8 @@ type speechRequest struct {
 // handleSpeech answers POST /v1/audio/speech with the tone of SpeechAudio,
 // streamed in flushed pieces at the configured pace.
 func (s *Server) handleSpeech(w http.ResponseWriter, r *http.Request) {
+	received := time.Now()
+	latency := s.currentLatency()
 	body, ok := s.readAudioBody(w, r, 1<<20)
 	if !ok {
 		return
@@ -516,14 +533,19 @@ func (s *Server) handleSpeech(w http.ResponseWriter, r *http.Request) {
 		audioBadRequest(w, "unsupported_value", "The fake server streams raw audio only, not stream_format %q.", req.StreamFormat)
 		return
 	}
-	sp := Speech{Model: req.Model, Input: req.Input, Voice: req.Voice, ResponseFormat: req.ResponseFormat, Instructions: req.Instructions, Speed: 1}
+	sp := Speech{Model: req.Model, Input: req.Input, Voice: req.Voice, ResponseFormat: req.ResponseFormat, Instructions: req.Instructions, Speed: 1, Received: received}
 	if req.Speed != nil {
 		sp.Speed = *req.Speed
 	}
 	s.mu.Lock()
 	s.audio.speeches = append(s.audio.speeches, sp)
+	index := len(s.audio.speeches) - 1
 	pace := s.audio.pace
 	s.mu.Unlock()
+	// A fault's delay came on top of the latency: it counts from then.
+	if !audioWait(r, time.Until(received.Add(f.Delay+latency.SpeechFirstAudio))) {
+		return
+	}
 
 	samples := SpeechAudio(req.Input, sp.Speed)
 	var out []byte
@@ -544,12 +566,16 @@ func (s *Server) handleSpeech(w http.ResponseWriter, r *http.Request) {
 		out = binary.LittleEndian.AppendUint16(out, uint16(v))
 	}
 	w.WriteHeader(http.StatusOK)
-	streamSpeech(w, r, out, pace, f)
+	streamSpeech(w, r, out, pace, f, func() {
+		s.mu.Lock()
+		s.audio.speeches[index].FirstAudio = time.Now()
+		s.mu.Unlock()
+	})
 }
 
 // streamSpeech writes body in flushed pieces, applying the fault's
-// mid-body hold and abort.
-func streamSpeech(w http.ResponseWriter, r *http.Request, body []byte, pace SpeechPace, f AudioFault) {
+// mid-body hold and abort; onFirst is called once the first piece is out.
+func streamSpeech(w http.ResponseWriter, r *http.Request, body []byte, pace SpeechPace, f AudioFault, onFirst func()) {
 	rc := http.NewResponseController(w)
 	piece := pace.PieceBytes
 	if piece <= 0 {
@@ -585,6 +611,9 @@ func streamSpeech(w http.ResponseWriter, r *http.Request, body []byte, pace Spee
 		}
 		if err := rc.Flush(); err != nil {
 			return
+		}
+		if sent == 0 && end > 0 {
+			onFirst()
 		}
 		sent = end
 		if sent == holdAt {

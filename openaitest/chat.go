@@ -86,6 +86,17 @@ type ChatRequest struct {
 	Tools []llm.ToolSpec
 	// LLM is the request as the brain was (or would have been) asked.
 	LLM llm.Request
+
+	// Received is when the request arrived.
+	Received time.Time
+	// FirstToken is when the answer's first token (text or a tool call)
+	// was sent; zero if none was. It is filled in, with Answer, when the
+	// answer has ended.
+	FirstToken time.Time
+	// Answer is what the server sent back, as far as it went: the
+	// assistant's text and tool calls (Role "assistant"; empty for an
+	// error answer).
+	Answer ChatMessage
 }
 
 // ChatMessage is one message of a chat-completion request. Content holds
@@ -137,6 +148,7 @@ func (s *Server) ChatRequests() []ChatRequest {
 		r.Messages = append([]ChatMessage(nil), r.Messages...)
 		r.Tools = append([]llm.ToolSpec(nil), r.Tools...)
 		r.LLM.Context = r.LLM.Context.Clone()
+		r.Answer.ToolCalls = append([]ChatToolCall(nil), r.Answer.ToolCalls...)
 		out[i] = r
 	}
 	return out
@@ -204,6 +216,8 @@ type badRequest struct{ param, msg string }
 func (e *badRequest) Error() string { return e.msg }
 
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	received := time.Now()
+	latency := s.currentLatency()
 	fault, serial := s.chat.begin()
 	defer s.chat.end()
 
@@ -219,8 +233,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cr, err := parseChat(wire)
+	cr.Received = received
 	s.chat.mu.Lock()
 	s.chat.requests = append(s.chat.requests, cr)
+	index := len(s.chat.requests) - 1
 	s.chat.mu.Unlock()
 	if err != nil {
 		var bad *badRequest
@@ -253,18 +269,31 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	defer stream.Close()
 
 	a := &answer{
-		w:      w,
-		ctx:    ctx,
-		fault:  fault,
-		id:     "chatcmpl-openaitest" + strconv.Itoa(serial),
-		model:  wire.Model,
-		serial: serial,
+		w:       w,
+		ctx:     ctx,
+		fault:   fault,
+		id:      "chatcmpl-openaitest" + strconv.Itoa(serial),
+		model:   wire.Model,
+		serial:  serial,
+		latency: latency,
+		// A fault's delays come on top of the latency.
+		origin: received.Add(fault.HeaderDelay + fault.FirstTokenDelay),
 	}
+	defer s.recordAnswer(index, a)
 	if !wire.Stream {
 		a.complete(stream)
 		return
 	}
 	a.stream(stream)
+}
+
+// recordAnswer fills in what a's answer sent on request i's record.
+func (s *Server) recordAnswer(i int, a *answer) {
+	s.chat.mu.Lock()
+	defer s.chat.mu.Unlock()
+	r := &s.chat.requests[i]
+	r.FirstToken = a.first
+	r.Answer = ChatMessage{Role: "assistant", Content: a.text.String(), ToolCalls: a.calls}
 }
 
 // parseChat converts a wire request into what the brain is asked, checking
@@ -450,9 +479,27 @@ type answer struct {
 	model  string
 	serial int
 
+	// latency paces the tokens, from origin: when the request arrived,
+	// plus the fault's delays.
+	latency Latency
+	origin  time.Time
+
 	created int64
 	sent    int  // content and tool-call chunks sent
 	opened  bool // role chunk sent
+
+	// What was sent, for the request's record.
+	first time.Time
+	text  strings.Builder
+	calls []ChatToolCall
+}
+
+// paced reports whether the answer is cut into tokens sent one at a time.
+func (a *answer) paced() bool { return a.latency.ChatTokenInterval > 0 }
+
+// due is when the answer's token i (from 0) may leave.
+func (a *answer) due(i int) time.Time {
+	return a.origin.Add(a.latency.ChatFirstToken + time.Duration(i)*a.latency.ChatTokenInterval)
 }
 
 // Wire shapes of a streamed chunk.
@@ -534,9 +581,25 @@ func (a *answer) stream(stream llm.Stream) {
 	if !sleepCtx(a.ctx, a.fault.FirstTokenDelay) {
 		return
 	}
+	var tok tokenizer
 	calls, err := a.collect(stream, func(text string) error {
-		return a.event(chunkDelta{Content: &text})
+		if !a.paced() {
+			return a.content(text)
+		}
+		for _, t := range tok.push(text) {
+			if err := a.content(t); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
+	if err == nil {
+		for _, t := range tok.flush() {
+			if err = a.content(t); err != nil {
+				break
+			}
+		}
+	}
 	if err != nil {
 		if !errors.Is(err, errStop) && a.ctx.Err() == nil {
 			// The brain failed mid-answer: tell the client as OpenAI does.
@@ -567,6 +630,24 @@ func (a *answer) stream(stream llm.Stream) {
 	_ = a.flush()
 }
 
+// content sends one piece of the answer's text.
+func (a *answer) content(text string) error {
+	if err := a.event(chunkDelta{Content: &text}); err != nil {
+		return err
+	}
+	a.text.WriteString(text)
+	return nil
+}
+
+// argsPiece is the size of the pieces a call's arguments are sent in (0:
+// whole).
+func (a *answer) argsPiece() int {
+	if a.fault.ArgsFragment == 0 && a.paced() {
+		return ChatArgsTokenBytes
+	}
+	return a.fault.ArgsFragment
+}
+
 // emitCall streams one call: a delta naming it, then its arguments.
 func (a *answer) emitCall(i int, c llm.ToolCall) error {
 	idx := i + a.fault.IndexBase
@@ -578,12 +659,13 @@ func (a *answer) emitCall(i int, c llm.ToolCall) error {
 	if err := a.event(chunkDelta{ToolCalls: []toolCallDelta{head}}); err != nil {
 		return err
 	}
-	for _, frag := range fragments(string(c.Arguments), a.fault.ArgsFragment) {
+	for _, frag := range fragments(string(c.Arguments), a.argsPiece()) {
 		d := toolCallDelta{Index: index, Function: functionDelta{Arguments: frag}}
 		if err := a.event(chunkDelta{ToolCalls: []toolCallDelta{d}}); err != nil {
 			return err
 		}
 	}
+	a.calls = append(a.calls, ChatToolCall{ID: c.ID, Type: "function", Function: ChatFunctionCall{Name: c.Name, Arguments: string(c.Arguments)}})
 	return nil
 }
 
@@ -615,6 +697,9 @@ func (a *answer) event(d chunkDelta) error {
 		a.fail(a.fault.Fail, a.fault)
 		return errStop
 	}
+	if !sleepCtx(a.ctx, time.Until(a.due(a.sent))) {
+		return errStop
+	}
 	if !a.opened {
 		a.opened = true
 		empty := ""
@@ -623,7 +708,13 @@ func (a *answer) event(d chunkDelta) error {
 		}
 	}
 	a.sent++
-	return a.write(a.chunk(d, nil))
+	if err := a.write(a.chunk(d, nil)); err != nil {
+		return err
+	}
+	if a.first.IsZero() {
+		a.first = time.Now()
+	}
+	return nil
 }
 
 func (a *answer) chunk(d chunkDelta, finish *string) chunkJSON {
@@ -693,6 +784,19 @@ func (a *answer) complete(stream llm.Stream) {
 	if err == nil && a.fault.Fail != ChatFailNone {
 		err = errors.New("generation failed")
 	}
+	if err == nil {
+		// The whole answer, when its last token would have been sent.
+		n := len(ChatTokens(text.String()))
+		for _, c := range calls {
+			n += 1 + len(fragments(string(c.Arguments), ChatArgsTokenBytes))
+		}
+		if !a.paced() {
+			n = 1
+		}
+		if !sleepCtx(a.ctx, time.Until(a.due(max(n-1, 0)))) {
+			return
+		}
+	}
 	if err != nil {
 		if a.ctx.Err() == nil {
 			typ, code, msg := a.fault.errorBody(http.StatusInternalServerError)
@@ -725,5 +829,11 @@ func (a *answer) complete(stream llm.Stream) {
 		"usage":   map[string]int{"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
 	}
 	a.w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(a.w).Encode(resp)
+	if json.NewEncoder(a.w).Encode(resp) == nil {
+		a.first = time.Now()
+		a.text.WriteString(text.String())
+		if calls, ok := msg["tool_calls"].([]ChatToolCall); ok {
+			a.calls = calls
+		}
+	}
 }

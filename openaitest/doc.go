@@ -31,6 +31,21 @@
 // fake-openai" serves one on a port of its own). A request without the
 // key ([APIKey], or [WithAPIKey]'s) gets OpenAI's 401.
 //
+// # Latency
+//
+// [WithLatency] (or [Server.SetLatency]) makes every request take as long
+// as a provider's on an ordinary day, for measuring what the code under
+// test adds to it ("holdline bench latency" does, for a whole voice
+// agent): a chat completion's first token ChatFirstToken after the request
+// and a token every ChatTokenInterval after it (the text cut into words,
+// [ChatTokens]; tool-call arguments into pieces of [ChatArgsTokenBytes]),
+// the speech endpoint's first audio SpeechFirstAudio after the request,
+// and the transcription's answer Transcription after the upload. Each
+// record says when: [ChatRequest] Received and FirstToken (and the Answer
+// sent), [Speech] Received and FirstAudio, [Transcription] Received and
+// Answered. A brain that paces itself is not hurried: give the server a
+// scripted.LLM's Unpaced model so that only the server sets the pace.
+//
 // # Faults
 //
 // The server behaves until told otherwise, and then misbehaves the way real

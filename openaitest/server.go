@@ -20,6 +20,7 @@ type Server struct {
 	http     *httptest.Server
 
 	mu       sync.Mutex
+	latency  Latency
 	requests []Request
 
 	chat     chatState

@@ -62,6 +62,8 @@ type Call struct {
 // LLM is a scripted [llm.Model]. It is safe for concurrent use.
 type LLM struct {
 	fn func(llm.Request) Response
+	// of, when set, answers in this model's place, unpaced (Unpaced).
+	of *LLM
 
 	mu     sync.Mutex
 	script []Response
@@ -83,9 +85,25 @@ func NewLLMFunc(fn func(llm.Request) Response) *LLM {
 	return &LLM{fn: fn}
 }
 
+// Unpaced returns a model that answers as m does, from m's script or
+// function, but delivers each answer at once: no TTFB and no pause between
+// chunks. It is for a server that sets the pace itself (openaitest with
+// its Latency), which a model pacing itself would slow further. The two
+// share the script, and the requests either receives are recorded in m's
+// Requests.
+func (m *LLM) Unpaced() *LLM {
+	if m.of != nil {
+		return m
+	}
+	return &LLM{of: m}
+}
+
 // Requests returns deep copies of every request received, in order, so tests
 // can inspect what the model was shown without racing later turns.
 func (m *LLM) Requests() []llm.Request {
+	if m.of != nil {
+		return m.of.Requests()
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]llm.Request, len(m.reqs))
@@ -99,31 +117,10 @@ func (m *LLM) Requests() []llm.Request {
 // response's schedule starts now.
 func (m *LLM) Stream(ctx context.Context, req llm.Request) (llm.Stream, error) {
 	start := time.Now()
-	m.mu.Lock()
-	m.reqs = append(m.reqs, cloneRequest(req))
-	var (
-		resp Response
-		ok   = true
-	)
-	if m.fn == nil {
-		if m.used < len(m.script) {
-			resp = m.script[m.used]
-			m.used++
-		} else {
-			ok = false
-		}
+	resp, err := m.respond(req)
+	if err != nil {
+		return nil, err
 	}
-	used := m.used
-	m.mu.Unlock()
-
-	if !ok {
-		return nil, fmt.Errorf("%w: all %d responses used", ErrScriptExhausted, used)
-	}
-	if m.fn != nil {
-		// Outside the lock: fn may well call Requests.
-		resp = m.fn(req)
-	}
-
 	chunks, err := responseChunks(resp)
 	if err != nil {
 		return nil, err
@@ -146,6 +143,40 @@ func (m *LLM) Stream(ctx context.Context, req llm.Request) (llm.Stream, error) {
 		failAt: failAt,
 		closed: make(chan struct{}),
 	}, nil
+}
+
+// respond records req and picks the response to it.
+func (m *LLM) respond(req llm.Request) (Response, error) {
+	if m.of != nil {
+		resp, err := m.of.respond(req)
+		resp.TTFB, resp.TokensPerSecond = 0, math.Inf(1)
+		return resp, err
+	}
+	m.mu.Lock()
+	m.reqs = append(m.reqs, cloneRequest(req))
+	var (
+		resp Response
+		ok   = true
+	)
+	if m.fn == nil {
+		if m.used < len(m.script) {
+			resp = m.script[m.used]
+			m.used++
+		} else {
+			ok = false
+		}
+	}
+	used := m.used
+	m.mu.Unlock()
+
+	if !ok {
+		return Response{}, fmt.Errorf("%w: all %d responses used", ErrScriptExhausted, used)
+	}
+	if m.fn != nil {
+		// Outside the lock: fn may well call Requests.
+		resp = m.fn(req)
+	}
+	return resp, nil
 }
 
 // responseChunks splits a response into the chunks it streams.

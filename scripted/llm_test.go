@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
 	"strings"
@@ -309,6 +310,53 @@ func TestLLMFunc(t *testing.T) {
 			if b.String() != "You said: "+said {
 				t.Errorf("got %q", b.String())
 			}
+		}
+	})
+}
+
+// An unpaced model gives the same answers from the same script, all at
+// once, and its requests are the original's.
+func TestLLMUnpacedAnswersAtOnceFromTheSameScript(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		paced := NewLLM(
+			Response{TTFB: 300 * time.Millisecond, Text: "one two three", TokensPerSecond: 4},
+			Response{TTFB: 300 * time.Millisecond, Text: "four five", ToolCalls: []Call{{Name: "f"}}},
+			Response{TTFB: time.Second, Text: "six"},
+		)
+		fast := paced.Unpaced()
+		if fast.Unpaced() != fast {
+			t.Error("Unpaced of an unpaced model is a new model")
+		}
+		for i, want := range []string{"one two three", "four five"} {
+			s, err := fast.Stream(t.Context(), llm.Request{Instructions: fmt.Sprint(i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			chunks, end, err := drainLLM(t, s)
+			if err != io.EOF || end != 0 {
+				t.Errorf("answer %d ended with %v after %v; want io.EOF at once", i, err, end)
+			}
+			var b strings.Builder
+			for _, c := range chunks {
+				b.WriteString(c.chunk.Text)
+			}
+			if b.String() != want {
+				t.Errorf("answer %d: %q, want %q", i, b.String(), want)
+			}
+		}
+		// The script is shared: the original goes on with the third
+		// answer, at its own pace.
+		s, err := paced.Stream(t.Context(), llm.Request{Instructions: "2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunks, _, _ := drainLLM(t, s)
+		if len(chunks) != 1 || chunks[0].chunk.Text != "six" || chunks[0].at != time.Second {
+			t.Errorf("the original's next answer: %+v; want \"six\" after its TTFB of 1s", chunks)
+		}
+		reqs := fast.Requests()
+		if len(reqs) != 3 || reqs[0].Instructions != "0" || reqs[2].Instructions != "2" || len(paced.Requests()) != 3 {
+			t.Errorf("requests %+v: want the three, on both", reqs)
 		}
 	})
 }

@@ -70,7 +70,9 @@ type Client struct {
 	levels   []Level
 	mic      [][]int16 // 20 ms frames waiting to be sent
 	onsets   []time.Time
-	sending  bool // the last frame sent had sound
+	offsets  []time.Time
+	lastLoud time.Time // when the last frame with sound was sent
+	sending  bool      // the last frame sent had sound
 	open     bool
 
 	stop   chan struct{}
@@ -327,8 +329,15 @@ func (c *Client) speak() {
 			pcm, c.mic = c.mic[0], c.mic[1:]
 		}
 		loud := rms(pcm) > 0.01
-		if loud && !c.sending {
-			c.onsets = append(c.onsets, time.Now())
+		now := time.Now()
+		switch {
+		case loud && !c.sending:
+			c.onsets = append(c.onsets, now)
+		case !loud && c.sending:
+			c.offsets = append(c.offsets, c.lastLoud)
+		}
+		if loud {
+			c.lastLoud = now
 		}
 		c.sending = loud
 		c.mu.Unlock()
@@ -374,6 +383,16 @@ func (c *Client) Onsets() []time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]time.Time(nil), c.onsets...)
+}
+
+// Offsets returns when the microphone went from sound to silence: each
+// time, the moment the last packet with sound was sent. With Onsets they
+// say when the caller spoke, as the server was sent it; a packet has sound
+// when its level is above 1% of full scale.
+func (c *Client) Offsets() []time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]time.Time(nil), c.offsets...)
 }
 
 // Levels returns the level of every packet of agent audio received, in

@@ -9,7 +9,8 @@
 //
 //   - sends its microphone: audio queued with [Client.Say] ([Tone] makes
 //     some that any voice detector takes for speech), silence otherwise,
-//     one Opus packet every 20 ms;
+//     one Opus packet every 20 ms, noting when its sound started and
+//     stopped ([Client.Onsets], [Client.Offsets]);
 //   - decodes the agent's audio and keeps the level of every packet
 //     ([Client.Levels]): when the agent spoke, and when it stopped;
 //   - keeps what came on the data channel: the session's events

@@ -1,0 +1,622 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/holdline/holdline/calls"
+	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/openaitest"
+	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/scripted"
+	"github.com/holdline/holdline/server"
+	"github.com/holdline/holdline/tts/espeak"
+	"github.com/holdline/holdline/webrtc"
+	"github.com/holdline/holdline/webrtc/rtctest"
+)
+
+const benchUsage = `usage: %[1]s bench <benchmark> [flags]
+
+benchmarks:
+  latency   voice-to-voice latency: a WebRTC caller speaks turns to an agent served
+            on this machine against a fake OpenAI-compatible server whose latencies
+            you set, and the table says how long from the end of each turn to the
+            agent's first audio heard, stage by stage (%[1]s bench latency --turns 30)
+`
+
+// benchCmd runs one of the benchmarks.
+func (c *cli) benchCmd(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprintf(c.stderr, benchUsage, c.name)
+		return errors.New("bench: which benchmark? (have: latency)")
+	}
+	switch args[0] {
+	case "latency":
+		return c.benchLatencyCmd(ctx, args[1:])
+	case "help", "-h", "--help":
+		fmt.Fprintf(c.stdout, benchUsage, c.name)
+		return nil
+	}
+	fmt.Fprintf(c.stderr, benchUsage, c.name)
+	return fmt.Errorf("bench: no benchmark %q (have: latency)", args[0])
+}
+
+// benchCallerLines are what the caller says by default, in turn: a
+// booking, asked about, cancelled, twice over; the booking agent's demo
+// model answers each, and every answer speaks before any tool runs.
+var benchCallerLines = []string{
+	"Book a table for two at seven.",
+	"What did I book?",
+	"Cancel the booking.",
+	"Book a table for four at eight thirty.",
+	"What did I book?",
+	"Cancel the booking.",
+}
+
+const (
+	// benchLoud is the level (RMS, of full scale) above which a packet
+	// of the agent's audio is heard, as the client measures it (rtctest
+	// marks the caller's own sound at the same level).
+	benchLoud = 0.01
+	// benchSettle is how long the agent must stay idle before the caller
+	// speaks again: the agent has finished its answer, tools and
+	// follow-ups included, and the caller takes a breath.
+	benchSettle = 600 * time.Millisecond
+	// benchTurnTimeout bounds each wait of a turn beyond the caller's
+	// own speech.
+	benchTurnTimeout = 30 * time.Second
+)
+
+// latencySettings are what the providers and the session are told to
+// take.
+type latencySettings struct {
+	turns            int
+	ttft             time.Duration
+	tokenInterval    time.Duration
+	speechFirstAudio time.Duration
+	transcription    time.Duration
+	endpointing      time.Duration
+}
+
+// floor is the least any runtime could take for a turn whose first phrase
+// is tokens long, followed by more of the answer or not: the caller's
+// silence must last the endpointing, and the transcription (which can
+// start only when the speech has ended) runs within it or past it; then
+// the model's first token, the rest of the first phrase, one token more
+// to show the phrase has ended (none when the answer ends there), and the
+// voice's first audio.
+func (s latencySettings) floor(tokens int, follows bool) time.Duration {
+	n := tokens - 1
+	if follows {
+		n++
+	}
+	return max(s.endpointing, s.transcription) + s.ttft + time.Duration(max(n, 0))*s.tokenInterval + s.speechFirstAudio
+}
+
+// benchLatencyCmd measures voice-to-voice latency: see benchUsage and the
+// README's "Measuring voice-to-voice latency".
+func (c *cli) benchLatencyCmd(ctx context.Context, args []string) error {
+	fs := c.flagSet("bench latency")
+	name := c.agentFlag(fs)
+	var set latencySettings
+	fs.IntVar(&set.turns, "turns", 30, "how many turns the caller speaks")
+	fs.DurationVar(&set.ttft, "ttft", 300*time.Millisecond, "the model's time to first token")
+	fs.DurationVar(&set.tokenInterval, "token-interval", 20*time.Millisecond, "the time between two of the model's tokens")
+	fs.DurationVar(&set.speechFirstAudio, "speech-first-audio", 200*time.Millisecond, "the voice's time to first audio (/v1/audio/speech)")
+	fs.DurationVar(&set.transcription, "transcribe", 150*time.Millisecond, "the recogniser's time to answer an utterance (/v1/audio/transcriptions)")
+	fs.DurationVar(&set.endpointing, "endpointing", runtime.DefaultEndpointing, "how long the caller must be silent before their turn ends")
+	var lines []string
+	fs.Func("say", "a `LINE` the caller says (repeat the flag for several; they are said in turn, from the first again after the last; default a booking, asked about and cancelled)", func(s string) error {
+		if strings.TrimSpace(s) == "" {
+			return errors.New("an empty line says nothing")
+		}
+		lines = append(lines, s)
+		return nil
+	})
+	asJSON := fs.Bool("json", false, "print the results as JSON")
+	verbose := fs.Bool("v", false, "log the server's debug detail to standard error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("bench latency: unexpected argument %q", fs.Arg(0))
+	case set.turns < 1:
+		return fmt.Errorf("--turns %d: want at least one", set.turns)
+	case set.ttft < 0 || set.tokenInterval < 0 || set.speechFirstAudio < 0 || set.transcription < 0:
+		return errors.New("--ttft, --token-interval, --speech-first-audio and --transcribe cannot be negative")
+	case set.endpointing <= 0:
+		return fmt.Errorf("--endpointing %v: want a positive duration", set.endpointing)
+	}
+	if len(lines) == 0 {
+		lines = benchCallerLines
+	}
+	fn, err := c.agent(*name)
+	if err != nil {
+		return err
+	}
+	speech, err := callerSpeech(ctx, lines)
+	if err != nil {
+		return err
+	}
+
+	// The brain answering the chat completions is the agent's own model,
+	// as fake-openai's is. A scripted model paces itself, which would add
+	// to the latency set here: it answers at once, and the server paces it.
+	brainAgent, releaseBrain, err := fn(ctx)
+	if err != nil {
+		return err
+	}
+	if releaseBrain != nil {
+		defer releaseBrain()
+	}
+	if brainAgent == nil || brainAgent.Model == nil {
+		return fmt.Errorf("agent %q has no model of its own to answer the chat completions with", *name)
+	}
+	brain := brainAgent.Model
+	var note string
+	if m, ok := brain.(*scripted.LLM); ok {
+		brain = m.Unpaced()
+	} else {
+		note = fmt.Sprintf("the agent's model (%T) answers at its own pace, which the server does not hurry: the model's latency is at least what --ttft and --token-interval say", brain)
+	}
+	latency := openaitest.Latency{
+		ChatFirstToken:    set.ttft,
+		ChatTokenInterval: set.tokenInterval,
+		SpeechFirstAudio:  set.speechFirstAudio,
+		Transcription:     set.transcription,
+	}
+	fake := openaitest.New(brain, openaitest.WithLatency(latency))
+	defer fake.Close()
+	// The recogniser hears what the caller said: the turn's line, once
+	// (an utterance the detector cut in two gets the words with its first
+	// part, nothing with the rest).
+	var recognised struct {
+		sync.Mutex
+		line string
+	}
+	fake.SetTranscriber(func([]int16, int) string {
+		recognised.Lock()
+		defer recognised.Unlock()
+		line := recognised.line
+		recognised.line = ""
+		return line
+	})
+
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
+	base, stop, err := benchServe(ctx, fn, *name, fake.URL(), set.endpointing, logger)
+	if err != nil {
+		return err
+	}
+	defer stop()
+
+	if !*asJSON {
+		fmt.Fprintf(c.stderr, "bench latency: the %s agent over WebRTC on 127.0.0.1, against openaitest at %s; %d turns\n", *name, fake.URL(), set.turns)
+	}
+	if note != "" {
+		fmt.Fprintln(c.stderr, "note:", note)
+	}
+	r := &latencyRun{settings: set, fake: fake, lines: lines, speech: speech, stderr: c.stderr, setLine: func(l string) {
+		recognised.Lock()
+		recognised.line = l
+		recognised.Unlock()
+	}}
+	runErr := r.run(ctx, base)
+	rep := r.report(*name, note)
+	if len(rep.PerTurn) > 0 {
+		if *asJSON {
+			enc := json.NewEncoder(c.stdout)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(rep); err != nil {
+				return err
+			}
+		} else {
+			writeLatencyTable(c.stdout, rep)
+		}
+	}
+	if runErr != nil {
+		return fmt.Errorf("bench latency: %w", runErr)
+	}
+	if rep.Measured < rep.Turns {
+		var why []string
+		for _, t := range rep.PerTurn {
+			if t.Error != "" {
+				why = append(why, fmt.Sprintf("turn %d: %s", t.Turn, t.Error))
+			}
+		}
+		return fmt.Errorf("bench latency: %d of %d turns not measured: %s", rep.Turns-rep.Measured, rep.Turns, strings.Join(why, "; "))
+	}
+	return nil
+}
+
+// benchServe serves the agent fn makes as "serve --llm openai --stt openai
+// --tts openai --store none" would, with those providers at openAIURL,
+// on 127.0.0.1 alone (WebRTC included), until stop. It returns the base
+// URL to dial.
+func benchServe(ctx context.Context, fn runtime.AgentFunc, name, openAIURL string, endpointing time.Duration, logger *slog.Logger) (base string, stop func(), err error) {
+	pf := &providerFlags{llm: "openai", stt: "openai", tts: "openai", openAIURL: openAIURL, openAIKey: openaitest.APIKey}
+	var undo []func()
+	stop = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	undo = append(undo, func() { pf.closeShared() })
+	probe, err := pf.probe(ctx, fn, true)
+	if err != nil {
+		return "", nil, err
+	}
+	newAgent := pf.agentFunc(fn, true)
+	transport, err := webrtc.NewTransport(webrtc.WithInterfaces("lo"), webrtc.WithLogger(logger))
+	if err != nil {
+		return "", nil, err
+	}
+	host, err := calls.New(newAgent, calls.WithLogger(logger), calls.WithCallCost(probe.callCost()),
+		calls.WithSessionOptions(runtime.WithEndpointing(endpointing)))
+	if err != nil {
+		return "", nil, err
+	}
+	undo = append(undo, func() { host.Close() })
+	srv, err := server.New(newAgent, server.WithAgentName(name), server.WithTransport(transport), server.WithLogger(logger), server.WithHost(host))
+	if err != nil {
+		return "", nil, err
+	}
+	undo = append(undo, func() { srv.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = hs.Serve(ln)
+	}()
+	undo = append(undo, func() {
+		// The calls end first, so that their event streams do.
+		host.Close()
+		hs.Close()
+		<-served
+	})
+	return "http://" + ln.Addr().String(), stop, nil
+}
+
+// callerSpeech is each line in espeak-ng's voice at 48 kHz (rtctest's
+// rate), its leading and trailing silence cut off, so that the end of
+// the audio is the end of the speech.
+func callerSpeech(ctx context.Context, lines []string) (map[string][]int16, error) {
+	voice, err := espeak.New(espeak.WithSampleRate(48000))
+	if err != nil {
+		return nil, fmt.Errorf("bench latency: the caller speaks in espeak-ng's voice: %w", err)
+	}
+	out := map[string][]int16{}
+	for _, l := range lines {
+		if _, ok := out[l]; ok {
+			continue
+		}
+		pcm, err := synthesizeAll(ctx, voice, l)
+		if err != nil {
+			return nil, fmt.Errorf("bench latency: speaking %q: %w", l, err)
+		}
+		pcm = trimQuiet(pcm)
+		if len(pcm) == 0 {
+			return nil, fmt.Errorf("bench latency: espeak-ng said nothing for %q", l)
+		}
+		out[l] = pcm
+	}
+	return out, nil
+}
+
+// synthesizeAll is the whole of text in voice's audio.
+func synthesizeAll(ctx context.Context, voice *espeak.Synthesizer, text string) ([]int16, error) {
+	st, err := voice.Synthesize(ctx, text)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	var out []int16
+	for {
+		ch, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ch.Audio.Samples...)
+	}
+}
+
+// trimQuiet cuts the samples quieter than 1% of full scale off both ends.
+func trimQuiet(pcm []int16) []int16 {
+	loud := func(v int16) bool { return v > 327 || v < -327 }
+	first := slices.IndexFunc(pcm, loud)
+	if first < 0 {
+		return nil
+	}
+	last := len(pcm) - 1
+	for !loud(pcm[last]) {
+		last--
+	}
+	return pcm[first : last+1]
+}
+
+// latencyRun is one run of the benchmark: the caller's turns and what
+// each took.
+type latencyRun struct {
+	settings latencySettings
+	fake     *openaitest.Server
+	lines    []string
+	speech   map[string][]int16
+	setLine  func(string)
+	stderr   io.Writer
+
+	turns []latencyTurn
+}
+
+// The stages of a turn, in the order they happen, each timed from the end
+// of the caller's speech: from the session's events (which the caller
+// receives on the data channel), from the provider's side (the fake
+// server's records) and at the caller.
+var latencyStages = []struct{ name, source, what string }{
+	{"speech_stopped", "event", "the detector heard the caller stop"},
+	{"transcription_sent", "server", "the utterance reached the recogniser"},
+	{"transcription_answered", "server", "the recogniser answered"},
+	{"transcript", "event", "the session had the words"},
+	{"user_turn", "event", "the caller's turn ended"},
+	{"inference_sent", "event", "the model was asked"},
+	{"chat_request", "server", "the request reached the model"},
+	{"first_token", "server", "the model's first token left"},
+	{"speech_request", "server", "the first phrase reached the voice"},
+	{"first_audio_sent", "server", "the voice's first audio left"},
+	{"playout_started", "event", "the first audio went to the line"},
+	{"heard", "client", "the caller heard it"},
+}
+
+// latencyTurn is one turn's measurements.
+type latencyTurn struct {
+	Turn int    `json:"turn"`
+	Said string `json:"said"`
+	// FirstPhrase is the first phrase the voice was asked to say, and
+	// FirstPhraseTokens the model's tokens it took.
+	FirstPhrase       string `json:"first_phrase,omitempty"`
+	FirstPhraseTokens int    `json:"first_phrase_tokens,omitempty"`
+	// HeardMS is from the end of the caller's speech to the agent's first
+	// audio heard; FloorMS is the least the providers and the endpointing
+	// allow (latencySettings.floor).
+	HeardMS float64 `json:"heard_ms"`
+	FloorMS float64 `json:"floor_ms"`
+	// AtMS is when each stage happened, since the end of the speech.
+	AtMS  map[string]float64 `json:"at_ms,omitempty"`
+	Error string             `json:"error,omitempty"`
+}
+
+func (t latencyTurn) measured() bool { return t.Error == "" }
+
+func (r *latencyRun) run(ctx context.Context, base string) error {
+	dctx, cancel := context.WithTimeout(ctx, benchTurnTimeout)
+	client, err := rtctest.Dial(dctx, base, rtctest.Options{})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("calling the agent: %w", err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = client.Delete(dctx, base, "")
+		client.Close()
+	}()
+	// The greeting first, if the agent has one.
+	mark, err := settle(ctx, client, 0)
+	if err != nil {
+		return fmt.Errorf("waiting for the agent's greeting to end: %w", err)
+	}
+	for i := range r.settings.turns {
+		line := r.lines[i%len(r.lines)]
+		t, next, err := r.turn(ctx, client, i+1, line, mark)
+		if err != nil {
+			return err // the run itself is over (ctx)
+		}
+		r.turns = append(r.turns, t)
+		mark = next
+		if t.measured() {
+			fmt.Fprintf(r.stderr, "turn %d/%d: %q: first audio heard %.0f ms after the end of speech (floor %.0f ms)\n", t.Turn, r.settings.turns, line, t.HeardMS, t.FloorMS)
+		} else {
+			fmt.Fprintf(r.stderr, "turn %d/%d: %q: not measured: %s\n", t.Turn, r.settings.turns, line, t.Error)
+		}
+	}
+	return nil
+}
+
+// turn speaks line after event seq mark and measures the answer. It
+// returns the last event seq of the turn, once the agent has settled; an
+// error only when ctx ended.
+func (r *latencyRun) turn(ctx context.Context, c *rtctest.Client, n int, line string, mark uint64) (latencyTurn, uint64, error) {
+	t := latencyTurn{Turn: n, Said: line}
+	fail := func(format string, args ...any) (latencyTurn, uint64, error) {
+		t.Error = fmt.Sprintf(format, args...)
+		if ctx.Err() != nil {
+			return t, mark, ctx.Err()
+		}
+		// Let whatever the agent is doing end before the next turn.
+		if last, err := settle(ctx, c, lastSeq(c)); err == nil {
+			mark = last
+		}
+		return t, mark, ctx.Err()
+	}
+	pcm := r.speech[line]
+	spoken := time.Duration(len(pcm)) * time.Second / 48000
+	r.setLine(line)
+	sayAt := time.Now()
+	c.Say(pcm)
+
+	tctx, cancel := context.WithTimeout(ctx, spoken+benchTurnTimeout)
+	defer cancel()
+	ut, err := c.WaitEvent(tctx, func(e events.Event) bool { return e.Kind == events.UserTurn && e.Seq > mark })
+	if err != nil {
+		return fail("the caller's turn never ended (no user_turn event): %v", err)
+	}
+	var end time.Time
+	for _, off := range c.Offsets() {
+		if off.After(sayAt) && off.Before(ut.Time) {
+			end = off
+		}
+	}
+	if end.IsZero() {
+		return fail("the caller's speech has no end before the user_turn event")
+	}
+	var heard time.Time
+	err = c.Wait(tctx, "the agent's answer", func(c *rtctest.Client) bool {
+		heard = firstLoud(c.Levels(), end)
+		return !heard.IsZero()
+	})
+	if err != nil {
+		return fail("no audio from the agent: %v", err)
+	}
+	last, err := settle(tctx, c, ut.Seq)
+	if err != nil {
+		return fail("the agent never finished its answer: %v", err)
+	}
+	mark = last
+
+	// The session's side, from its events.
+	at := map[string]time.Time{"user_turn": ut.Time, "heard": heard}
+	var eventErr string
+	for _, e := range c.Events() {
+		switch {
+		case e.Seq < ut.Seq && e.Time.After(sayAt):
+			// Before the turn ended: the last of each counts.
+			switch {
+			case e.Kind == events.SpeechStopped:
+				at["speech_stopped"] = e.Time
+			case e.Kind == events.Transcript && e.Final:
+				at["transcript"] = e.Time
+			}
+		case e.Seq > ut.Seq && e.Seq <= last:
+			switch e.Kind {
+			case events.InferenceSent, events.PlayoutStarted:
+				if _, ok := at[string(e.Kind)]; !ok {
+					at[string(e.Kind)] = e.Time
+				}
+			case events.ProviderError, events.ProviderFailover:
+				if eventErr == "" {
+					eventErr = fmt.Sprintf("%s (%s): %s", e.Kind, e.Provider, e.Error)
+				}
+			}
+		}
+	}
+	if eventErr != "" {
+		return fail("%s", eventErr)
+	}
+	// The providers' side, from the fake server's records.
+	for _, tr := range r.fake.Transcriptions() {
+		if tr.Received.After(sayAt) && tr.Received.Before(ut.Time) {
+			at["transcription_sent"], at["transcription_answered"] = tr.Received, tr.Answered
+		}
+	}
+	var chat *openaitest.ChatRequest
+	for _, cr := range r.fake.ChatRequests() {
+		if cr.Received.After(ut.Time) {
+			chat = &cr
+			break
+		}
+	}
+	if chat == nil || chat.FirstToken.IsZero() {
+		return fail("the model was not asked, or sent nothing")
+	}
+	at["chat_request"], at["first_token"] = chat.Received, chat.FirstToken
+	var sp *openaitest.Speech
+	for _, s := range r.fake.Speeches() {
+		if s.Received.After(chat.Received) {
+			sp = &s
+			break
+		}
+	}
+	if sp == nil || sp.FirstAudio.IsZero() {
+		return fail("the voice was not asked, or sent no audio")
+	}
+	at["speech_request"], at["first_audio_sent"] = sp.Received, sp.FirstAudio
+	for _, s := range latencyStages {
+		if _, ok := at[s.name]; !ok {
+			return fail("no %s (%s)", s.name, s.what)
+		}
+	}
+
+	t.FirstPhrase = sp.Input
+	t.FirstPhraseTokens = len(openaitest.ChatTokens(sp.Input))
+	follows := strings.TrimSpace(chat.Answer.Content) != sp.Input || len(chat.Answer.ToolCalls) > 0
+	t.FloorMS = ms(r.settings.floor(t.FirstPhraseTokens, follows))
+	t.HeardMS = ms(heard.Sub(end))
+	t.AtMS = map[string]float64{}
+	for k, v := range at {
+		t.AtMS[k] = ms(v.Sub(end))
+	}
+	return t, mark, nil
+}
+
+// settle waits until the agent has nothing left to do after event seq
+// from: an idle event, and no turn started for benchSettle after it. It
+// returns the last event seq by then.
+func settle(ctx context.Context, c *rtctest.Client, from uint64) (uint64, error) {
+	for {
+		idle, err := c.WaitEvent(ctx, func(e events.Event) bool { return e.Kind == events.Idle && e.Seq > from })
+		if err != nil {
+			return 0, err
+		}
+		t := time.NewTimer(benchSettle)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, ctx.Err()
+		case <-t.C:
+		}
+		busy := false
+		for _, e := range c.Events() {
+			if e.Seq > idle.Seq && e.Kind == events.TurnStarted {
+				from, busy = e.Seq, true
+			}
+		}
+		if !busy {
+			return lastSeq(c), nil
+		}
+	}
+}
+
+// lastSeq is the seq of the last event c received.
+func lastSeq(c *rtctest.Client) uint64 {
+	var last uint64
+	for _, e := range c.Events() {
+		last = max(last, e.Seq)
+	}
+	return last
+}
+
+// firstLoud is when the first packet of the agent's audio with sound
+// arrived after from; zero if none has.
+func firstLoud(levels []rtctest.Level, from time.Time) time.Time {
+	for _, l := range levels {
+		if l.At.After(from) && l.RMS > benchLoud {
+			return l.At
+		}
+	}
+	return time.Time{}
+}
