@@ -152,6 +152,7 @@ func (g generation) stream(ctx context.Context, model llm.Model, req llm.Request
 		return send(p)
 	}
 	stream, err := model.Stream(sctx, req)
+	callsBegun := false
 	if err == nil {
 		defer stream.Close()
 		for {
@@ -185,6 +186,15 @@ func (g generation) stream(ctx context.Context, model llm.Model, req llm.Request
 			}
 			if chunk.ToolCall != nil {
 				started = true
+				// A tool call follows the answer's text: what is left of
+				// it is a whole phrase now, so the voice need not wait for
+				// the call's arguments to finish streaming.
+				if !callsBegun {
+					callsBegun = true
+					if rest := chunker.Flush(); rest != "" && !deliver(piece{text: rest}) {
+						return started, ctx.Err()
+					}
+				}
 				calls.Add(*chunk.ToolCall)
 			}
 		}
