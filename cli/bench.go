@@ -21,6 +21,7 @@ import (
 	"github.com/holdline/holdline/scripted"
 	"github.com/holdline/holdline/server"
 	"github.com/holdline/holdline/tts/espeak"
+	"github.com/holdline/holdline/vad"
 	"github.com/holdline/holdline/webrtc"
 	"github.com/holdline/holdline/webrtc/rtctest"
 )
@@ -86,12 +87,17 @@ type latencySettings struct {
 	speechFirstAudio time.Duration
 	transcription    time.Duration
 	endpointing      time.Duration
+	// silence is how long the voice detector must hear quiet before it
+	// says the caller stopped (vad.DefaultMinSilence): the first part of
+	// the endpointing, which the delay above follows.
+	silence time.Duration
 }
 
 // floor is the least any runtime could take for a turn whose first phrase
-// is tokens long, followed by more of the answer or not: the caller's
-// silence must last the endpointing, and the transcription (which can
-// start only when the speech has ended) runs within it or past it; then
+// is tokens long, followed by more of the answer or not: the detector must
+// hear the caller's silence, then the endpointing delay must pass, and the
+// transcription (which starts once the detector has heard the speech end)
+// runs within it or past it; then
 // the model's first token, the rest of the first phrase, one token more
 // to show the phrase has ended (none when the answer ends there), and the
 // voice's first audio.
@@ -100,7 +106,7 @@ func (s latencySettings) floor(tokens int, follows bool) time.Duration {
 	if follows {
 		n++
 	}
-	return max(s.endpointing, s.transcription) + s.ttft + time.Duration(max(n, 0))*s.tokenInterval + s.speechFirstAudio
+	return s.silence + max(s.endpointing, s.transcription) + s.ttft + time.Duration(max(n, 0))*s.tokenInterval + s.speechFirstAudio
 }
 
 // benchLatencyCmd measures voice-to-voice latency: see benchUsage and the
@@ -108,7 +114,7 @@ func (s latencySettings) floor(tokens int, follows bool) time.Duration {
 func (c *cli) benchLatencyCmd(ctx context.Context, args []string) error {
 	fs := c.flagSet("bench latency")
 	name := c.agentFlag(fs)
-	var set latencySettings
+	set := latencySettings{silence: vad.DefaultMinSilence}
 	fs.IntVar(&set.turns, "turns", 30, "how many turns the caller speaks")
 	fs.DurationVar(&set.ttft, "ttft", 300*time.Millisecond, "the model's time to first token")
 	fs.DurationVar(&set.tokenInterval, "token-interval", 20*time.Millisecond, "the time between two of the model's tokens")

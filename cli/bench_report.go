@@ -123,7 +123,7 @@ func writeLatencyTable(w io.Writer, rep latencyReport) {
 			tokens = append(tokens, t.FirstPhraseTokens)
 		}
 	}
-	fmt.Fprintln(w, "\nfloor = max(endpointing, transcription) + ttft + token interval × (the first phrase's tokens − 1,")
+	fmt.Fprintln(w, "\nfloor = silence heard (300 ms) + max(endpointing, transcription) + ttft + token interval × (the first phrase's tokens − 1,")
 	fmt.Fprint(w, "        + 1 when more of the answer follows it) + speech first audio")
 	if len(tokens) > 0 {
 		fmt.Fprintf(w, "; first phrases of %d to %d tokens", slices.Min(tokens), slices.Max(tokens))
