@@ -111,9 +111,14 @@ func TestEndStopsTheSessionAndTellsItsOwner(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		go s.Run(context.Background())
+		ran := make(chan error, 1)
+		go func() { ran <- s.Run(context.Background()) }()
 		if err := s.End(context.Background(), ""); err != nil {
 			t.Fatal(err)
+		}
+		// The owners are told on Run's goroutine, before Run returns.
+		if err := <-ran; err != nil {
+			t.Fatalf("Run after End = %v; want nil", err)
 		}
 		if got, _ := told.got(); !slices.Equal(got, []string{"host: " + DefaultEndReason}) {
 			t.Errorf("owner told %q for an End without a reason; want %q", got, DefaultEndReason)
