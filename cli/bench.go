@@ -20,6 +20,7 @@ import (
 	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/scripted"
 	"github.com/holdline/holdline/server"
+	"github.com/holdline/holdline/tts"
 	"github.com/holdline/holdline/tts/espeak"
 	"github.com/holdline/holdline/vad"
 	"github.com/holdline/holdline/webrtc"
@@ -338,18 +339,7 @@ func synthesizeAll(ctx context.Context, voice *espeak.Synthesizer, text string) 
 	if err != nil {
 		return nil, err
 	}
-	defer st.Close()
-	var out []int16
-	for {
-		ch, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, ch.Audio.Samples...)
-	}
+	return tts.ReadAll(st)
 }
 
 // trimQuiet cuts the samples quieter than 1% of full scale off both ends.

@@ -27,6 +27,7 @@ import (
 	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/server"
 	"github.com/holdline/holdline/stt/pocketsphinx"
+	"github.com/holdline/holdline/tts"
 	"github.com/holdline/holdline/tts/espeak"
 )
 
@@ -389,18 +390,7 @@ func synthesize(ctx context.Context, voice *espeak.Synthesizer, text string) ([]
 	if err != nil {
 		return nil, err
 	}
-	defer st.Close()
-	var out []int16
-	for {
-		ch, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, ch.Audio.Samples...)
-	}
+	return tts.ReadAll(st)
 }
 
 // rssParts is the resident memory by kind, from /proc/self/status: anonymous
