@@ -69,6 +69,10 @@ test: test-deps models vet build
 	# alone, not beside every other package's tests on two cores.
 	HOLDLINE_MODELS_DIR=$(MODELS_DIR) HOLDLINE_REQUIRE_MODELS=1 $(GO) test -race -count=1 -timeout 15m -artifacts -run '^TestBrowser' ./cli
 	./$(BIN) simulate examples/scenarios examples/pizza/scenarios --sweep 2000
+	# Once more with speculative answers on in every file, against the
+	# invariants (files timed for answers asked at the end of the turn say
+	# speculate: false).
+	./$(BIN) simulate examples/scenarios examples/pizza/scenarios --sweep 2000 --speculate=true
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./media/ ./runtime/ ./runtime/engine/ ./vad/ ./tools/ ./sim/ ./llm/openai/ ./tts/espeak/ ./stt/pocketsphinx/

@@ -46,6 +46,7 @@ func (c *cli) simulateCmd(ctx context.Context, args []string) error {
 	seed := fs.Int64("seed", 0, "use this seed instead of each file's (run i uses seed+i)")
 	asJSON := fs.Bool("json", false, "print the results as a JSON array")
 	timeline := fs.Bool("timeline", false, "print the event timeline of each file's first run, passing or not")
+	speculate := fs.Bool("speculate", true, "speculative answers on (true) or off (false) in every run, whatever the files say (default: as each file says)")
 	set := setFlags{}
 	fs.Var(set, "set", "fix a parameter, `PARAM=DURATION` (repeatable), e.g. user.1.at=1.2s to replay a failing run")
 	fs.Usage = func() {
@@ -73,11 +74,14 @@ func (c *cli) simulateCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	opts := sim.Options{Sweep: *sweep, Set: set, KeepFirst: *timeline}
-	seedSet := false
-	fs.Visit(func(f *flag.Flag) { seedSet = seedSet || f.Name == "seed" })
-	if seedSet {
-		opts.Seed = seed
-	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "seed":
+			opts.Seed = seed
+		case "speculate":
+			opts.Speculate = speculate
+		}
+	})
 
 	// Load every file first: a bad file is reported with the others, and
 	// nothing runs until all are readable.
@@ -114,7 +118,9 @@ func (c *cli) simulateCmd(ctx context.Context, args []string) error {
 	elapsed := time.Since(start)
 
 	total, failed := 0, 0
+	var spec sim.Speculation
 	for _, r := range results {
+		spec.Add(r.Speculation)
 		total += r.Runs
 		failed += len(r.Failures)
 		if r.Err != "" {
@@ -140,6 +146,15 @@ func (c *cli) simulateCmd(ctx context.Context, args []string) error {
 		}
 		rate := float64(total) / max(elapsed.Seconds(), 1e-9)
 		fmt.Fprintf(stdout, "\n%d files, %d runs, %d failed (%.0f runs/s)\n", len(results), total, failed, rate)
+		if spec.Turns > 0 {
+			won := time.Duration(0)
+			if spec.Used > 0 {
+				won = spec.Won / time.Duration(spec.Used)
+			}
+			fmt.Fprintf(stdout, "speculation: %d of %d spoken turns answered by a speculative answer (%.1f%%), the model asked %v sooner on average; "+
+				"%d discarded when the caller went on, %d tool bodies started for them (reads declared speculative)\n",
+				spec.Used, spec.Turns, 100*spec.HitRate(), won.Round(time.Millisecond), spec.Discarded, spec.EarlyBodies)
+		}
 	}
 	if failed > 0 {
 		return fmt.Errorf("%w: %d of %d", errViolations, failed, total)

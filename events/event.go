@@ -23,14 +23,23 @@ const (
 	BargeInResumed    Kind = "barge_in_resumed"   // a suspicion was not confirmed: output resumed where it paused (Reason)
 	TranscriptIgnored Kind = "transcript_ignored" // recognised words that are not the caller's turn: echo or a backchannel (Reason)
 
-	TurnStarted     Kind = "turn_started"      // a new agent turn (epoch) began
-	InferenceSent   Kind = "inference_sent"    // a model request went out
-	TurnInterrupted Kind = "turn_interrupted"  // the turn was cut short
-	PlayoutStarted  Kind = "playout_started"   // the turn's first audio reached the caller's line
-	PlayoutDone     Kind = "playout_done"      // all of the turn's audio played (Text: what was said)
-	PlayoutTruncate Kind = "playout_truncated" // the turn's audio was cut (Text: what was played)
-	TurnSettled     Kind = "turn_settled"      // nothing of the turn is still in flight
-	Idle            Kind = "idle"              // the agent has nothing left to do until the user acts
+	TurnStarted Kind = "turn_started" // a new agent turn (epoch) began
+	// A speculative answer: the model is asked as soon as the caller's
+	// words are in, while the silence that ends their turn is still
+	// running (Epoch: the answer's, Text: the words it answers). It is
+	// used when the turn ends on the same words (Delay: how much sooner
+	// the model was asked), or discarded (Reason) with nothing played,
+	// run or kept of it.
+	SpeculationStarted   Kind = "speculation_started"
+	SpeculationUsed      Kind = "speculation_used"
+	SpeculationDiscarded Kind = "speculation_discarded"
+	InferenceSent        Kind = "inference_sent"    // a model request went out
+	TurnInterrupted      Kind = "turn_interrupted"  // the turn was cut short
+	PlayoutStarted       Kind = "playout_started"   // the turn's first audio reached the caller's line
+	PlayoutDone          Kind = "playout_done"      // all of the turn's audio played (Text: what was said)
+	PlayoutTruncate      Kind = "playout_truncated" // the turn's audio was cut (Text: what was played)
+	TurnSettled          Kind = "turn_settled"      // nothing of the turn is still in flight
+	Idle                 Kind = "idle"              // the agent has nothing left to do until the user acts
 
 	ToolRequested Kind = "tool_requested" // the model asked for a call
 	ToolDeferred  Kind = "tool_deferred"  // a mutation waits for its preamble to play out
@@ -88,7 +97,8 @@ type Event struct {
 	// Played is how much of the turn's audio had been played, for playout
 	// events.
 	Played time.Duration `json:"played_ns,omitempty"`
-	// Delay and GainDB are the line's echo path, for echo_path events.
+	// Delay and GainDB are the line's echo path, for echo_path events;
+	// Delay is also the time a speculative answer won (speculation_used).
 	Delay  time.Duration `json:"delay_ns,omitempty"`
 	GainDB float64       `json:"gain_db,omitempty"`
 }

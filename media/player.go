@@ -140,6 +140,9 @@ type Player struct {
 	// changes under mu; the atomic lets Run check it once more, without
 	// the lock, right before a frame or callback leaves the Player.
 	flushed atomic.Uint64
+	// held is the epoch whose audio, and every later epoch's, waits in
+	// the queue until Release: 0 when nothing is held. It changes under mu.
+	held uint64
 	// wake hands a wake-up to one blocked Enqueue. A woken waiter that
 	// returns passes it on, so that one send after a Flush releases every
 	// waiter that can go, without waking all of them on every tick.
@@ -344,6 +347,9 @@ func (p *Player) Flush(epoch uint64) {
 		return
 	}
 	p.flushed.Store(epoch)
+	if p.held != 0 && p.held <= epoch {
+		p.held = 0
+	}
 	p.dropThrough(epoch)
 	for i := range p.slots {
 		if s := &p.slots[i]; s.pending && s.epoch <= epoch {
@@ -410,6 +416,29 @@ func (p *Player) notifyLocked() {
 	case p.wake <- struct{}{}:
 	default:
 	}
+}
+
+// Hold keeps the audio of epoch, and of any later epoch, in the queue until
+// Release: earlier epochs play on, and when they are done the sink gets
+// silence (WithIdleSilence) or nothing. Played for a held epoch stays 0 and
+// its WithEpochDone callback waits too. It is for an answer prepared before
+// it is known to be wanted (a speculative answer, made while the caller may
+// still go on speaking): Release plays it with no delay, Flush drops it.
+// A later Hold replaces an earlier one.
+func (p *Player) Hold(epoch uint64) {
+	p.mu.Lock()
+	p.held = epoch
+	p.mu.Unlock()
+}
+
+// Release ends a Hold of epoch: its audio plays from the next frame on. It
+// does nothing if epoch is not the one held.
+func (p *Player) Release(epoch uint64) {
+	p.mu.Lock()
+	if p.held == epoch {
+		p.held = 0
+	}
+	p.mu.Unlock()
 }
 
 // Pause holds playout where it is, from the next frame on: the queue keeps
@@ -534,12 +563,12 @@ func (p *Player) tick() error {
 	}
 	if p.pending > 0 {
 		for i := range p.slots {
-			if s := &p.slots[i]; s.pending {
+			if s := &p.slots[i]; s.pending && (p.held == 0 || s.epoch < p.held) {
 				s.pending = false
+				p.pending--
 				p.dones = append(p.dones, s.epoch)
 			}
 		}
-		p.pending = 0
 	}
 	p.mu.Unlock()
 
@@ -599,7 +628,7 @@ func silent(frame []int16) bool {
 func (p *Player) pull() (n int, epoch uint64) {
 	for n < p.frameLen && p.segCount > 0 {
 		seg := &p.segs[p.segHead]
-		if n > 0 && seg.epoch != epoch {
+		if n > 0 && seg.epoch != epoch || p.held != 0 && seg.epoch >= p.held {
 			break
 		}
 		epoch = seg.epoch

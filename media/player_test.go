@@ -935,3 +935,82 @@ func TestPlayerCountsFramePeriodsItMissed(t *testing.T) {
 		})
 	}
 }
+
+func TestPlayerHoldKeepsAnEpochUntilRelease(t *testing.T) {
+	// Epoch 1 plays while epoch 2 is held behind it; with 1 done, the
+	// sink gets nothing until 2 is released, and then 2 plays from its
+	// first sample. An empty held epoch's done callback waits too.
+	p, sink, done := newTestPlayer(t)
+	p.Hold(2)
+	enqueue(t, p, 1, tagged(1, 0, frameLen))
+	p.EndEpoch(1)
+	enqueue(t, p, 2, tagged(2, 0, 2*frameLen))
+	p.EndEpoch(2)
+	p.Hold(3)
+	p.EndEpoch(3) // nothing queued: done at the next tick, were it not held
+	p.Hold(2)
+	for range 3 {
+		if err := p.tick(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := audioOf(sink.written(), 2); len(got) != 0 {
+		t.Fatalf("%d samples of held epoch 2 played", len(got))
+	}
+	if got := p.Played(2); got != 0 {
+		t.Errorf("Played(2) = %v while held, want 0", got)
+	}
+	if calls := done.get(); len(calls) != 1 || calls[0].epoch != 1 {
+		t.Fatalf("done calls %+v while 2 is held, want epoch 1 only", calls)
+	}
+	p.Release(3) // not the one held: nothing changes
+	if err := p.tick(); err != nil {
+		t.Fatal(err)
+	}
+	if got := audioOf(sink.written(), 2); len(got) != 0 {
+		t.Fatalf("Release of another epoch let %d samples of 2 play", len(got))
+	}
+	p.Release(2)
+	for range 3 {
+		if err := p.tick(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := audioOf(sink.written(), 2); !slices.Equal(got, tagged(2, 0, 2*frameLen)) {
+		t.Errorf("after Release, %d samples of epoch 2 played, want all %d in order", len(got), 2*frameLen)
+	}
+	var epochs []uint64
+	for _, c := range done.get() {
+		epochs = append(epochs, c.epoch)
+	}
+	slices.Sort(epochs) // an empty epoch's callback does not wait for audio before it
+	if !slices.Equal(epochs, []uint64{1, 2, 3}) {
+		t.Errorf("done for epochs %v, want 1, 2 and 3", epochs)
+	}
+}
+
+func TestPlayerFlushDropsAHeldEpoch(t *testing.T) {
+	// A held answer that is not wanted after all is flushed: none of it
+	// plays, and the next epoch is not held.
+	p, sink, done := newTestPlayer(t)
+	p.Hold(1)
+	enqueue(t, p, 1, tagged(1, 0, frameLen))
+	p.EndEpoch(1)
+	p.Flush(1)
+	enqueue(t, p, 2, tagged(2, 0, frameLen))
+	p.EndEpoch(2)
+	for range 2 {
+		if err := p.tick(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := audioOf(sink.written(), 1); len(got) != 0 {
+		t.Errorf("%d samples of the flushed held epoch played", len(got))
+	}
+	if got := audioOf(sink.written(), 2); !slices.Equal(got, tagged(2, 0, frameLen)) {
+		t.Errorf("the next epoch played %d samples, want %d", len(got), frameLen)
+	}
+	if calls := done.get(); len(calls) != 1 || calls[0].epoch != 2 {
+		t.Errorf("done calls %+v, want epoch 2 only", calls)
+	}
+}

@@ -39,6 +39,10 @@ func (e *liveEdges) FlushOutput(epoch uint64) { e.s.player.Flush(epoch) }
 
 func (e *liveEdges) PauseOutput() { e.s.player.Pause() }
 
+func (e *liveEdges) HoldOutput(epoch uint64) { e.s.player.Hold(epoch) }
+
+func (e *liveEdges) ReleaseOutput(epoch uint64) { e.s.player.Release(epoch) }
+
 func (e *liveEdges) ResumeOutput() { e.s.player.Resume() }
 
 func (e *liveEdges) CancelGeneration(epoch uint64) {

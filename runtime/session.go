@@ -103,6 +103,21 @@ func WithEndpointing(d time.Duration) Option {
 	return positive("endpointing", d, func(c *engine.Settings) { c.Endpointing = d })
 }
 
+// WithSpeculation turns speculative answers on (the default) or off. On,
+// the model is asked as soon as the caller's final words are in, while the
+// silence that ends their turn still runs; the answer is prepared, its
+// audio held, and it plays the moment the turn ends on the same words.
+// If the caller goes on instead, the answer is discarded: nothing of it is
+// played or kept, and none of its tool calls has run, except reads declared
+// tools.WithSpeculative. Off, the model is asked only once the turn has
+// ended, which costs the caller the endpointing delay on every turn.
+func WithSpeculation(on bool) Option {
+	return func(c *engine.Settings) error {
+		c.NoSpeculation = !on
+		return nil
+	}
+}
+
 // sinkDrain bounds how long Run waits, at its end, for the event sinks to
 // take the last events.
 const sinkDrain = 2 * time.Second

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,7 +36,41 @@ func (r *run) check() {
 	r.checkDelivered()
 	r.checkInferences()
 	r.checkStall(byID)
-	r.checkExpect()
+	r.checkUncommitted()
+	if !r.sc.invariantsOnly {
+		r.checkExpect()
+	}
+}
+
+// checkUncommitted: no tool body ran for a turn that was never committed
+// (a speculative answer discarded), except reads declared to be safe to
+// start early.
+func (r *run) checkUncommitted() {
+	turns := map[uint64]bool{}
+	sp := &r.out.Speculation
+	for _, e := range r.out.Events {
+		switch {
+		case e.Kind == events.TurnStarted:
+			turns[e.Epoch] = true
+		case e.Kind == events.UserTurn && e.Reason == "speech":
+			sp.Turns++
+		case e.Kind == events.SpeculationUsed:
+			sp.Used++
+			sp.Won += e.Delay
+		case e.Kind == events.SpeculationDiscarded:
+			sp.Discarded++
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(r.edges.runs)) {
+		tr := r.edges.runs[id]
+		if turns[tr.epoch] {
+			continue
+		}
+		sp.EarlyBodies++
+		if !tr.tool.Speculative() {
+			r.violate("the body of %s (call %s) ran for turn %d, which was never committed", tr.tool.Name(), id, tr.epoch)
+		}
+	}
 }
 
 // checkCalls: every call reached exactly one terminal state and was
@@ -139,9 +174,9 @@ func (r *run) checkDelivered() {
 			notes = append(notes, strings.Fields(lost))
 		}
 	}
-	for ep := uint64(1); ep <= uint64(len(r.edges.requests)); ep++ {
+	for _, ep := range slices.Sorted(maps.Keys(r.edges.gens)) {
 		g := r.edges.gens[ep]
-		if g == nil || g.text == "" || interrupted[ep] {
+		if g.text == "" || interrupted[ep] || g.discarded {
 			continue
 		}
 		words := strings.Fields(g.text)
@@ -198,12 +233,12 @@ func (r *run) checkStall(byID map[string]tools.Call) {
 	limit := r.sc.Expect.MaxStall
 	firstWith := func(from time.Duration, has func(llm.Item) bool) (time.Duration, bool) {
 		for _, req := range r.edges.requests {
-			if req.at < from {
+			if req.carries() < from {
 				continue
 			}
 			for _, it := range req.items {
 				if has(it) {
-					return req.at, true
+					return req.carries(), true
 				}
 			}
 		}
@@ -349,14 +384,42 @@ func (r *run) busyIntervals() []interval {
 			out = append(out, interval{u.At, r.userReady(u)})
 		}
 	}
-	for ep := uint64(1); ep <= uint64(len(r.edges.requests)); ep++ {
-		if g := r.edges.gens[ep]; g != nil {
+	for _, ep := range slices.Sorted(maps.Keys(r.edges.gens)) {
+		if g := r.edges.gens[ep]; !g.discarded {
 			end := g.ended
 			if end < 0 {
 				end = r.out.End + time.Hour
 			}
 			out = append(out, interval{g.started, end})
 		}
+	}
+	// A turn whose own calls are still out will ask the model about
+	// them, and its follow-up shows any other result due then too: one
+	// answer, not two. Not so for a turn the caller has moved on from.
+	policy := map[string]tools.Policy{}
+	for _, c := range r.core.Calls() {
+		policy[c.ID] = c.Policy
+	}
+	asked, done := map[uint64]time.Duration{}, map[uint64]time.Duration{}
+	var turnsAt []time.Duration
+	for _, e := range r.out.Events {
+		switch {
+		case e.Kind == events.UserTurn:
+			turnsAt = append(turnsAt, e.At)
+		case e.Kind == events.ToolRequested && policy[e.CallID] != tools.Detach:
+			if _, ok := asked[e.Epoch]; !ok {
+				asked[e.Epoch] = e.At
+			}
+		case e.Kind == events.ToolCommitted && policy[e.CallID] != tools.Detach:
+			done[e.Epoch] = max(done[e.Epoch], e.At)
+		}
+	}
+	for ep, from := range asked {
+		to, ok := done[ep]
+		if !ok || slices.ContainsFunc(turnsAt, func(t time.Duration) bool { return t > from && t < to }) {
+			continue
+		}
+		out = append(out, interval{from, to})
 	}
 	for _, f := range r.sc.Faults {
 		if f.Kind != "transport_drop" {

@@ -41,6 +41,11 @@ type edges struct {
 
 	requests []request
 	player   player
+	// held is the epoch whose audio waits for ReleaseOutput: a
+	// speculative answer's. discarded counts the speculative requests
+	// never used; their scripted responses went to the next request.
+	held      uint64
+	discarded int
 
 	ncall    uint64
 	toolRuns map[string]int
@@ -52,7 +57,14 @@ type request struct {
 	at    time.Duration
 	epoch uint64
 	items []llm.Item
+	// used is when a speculative request's answer was taken for the
+	// turn: from then on it carries the turn's words (0 for others).
+	used time.Duration
 }
+
+// carries is when the request carried its items to a turn: when it went
+// out, or, for a speculative one, when it was used.
+func (q request) carries() time.Duration { return max(q.at, q.used) }
 
 type generation struct {
 	epoch     uint64
@@ -62,6 +74,15 @@ type generation struct {
 	synthDone bool // SpeechDone delivered
 	reply     engine.Timer
 	ended     time.Duration // when the floor was released: -1 while holding
+	// model is the index of its scripted response.
+	model int
+	// held: a speculative answer's, its audio waiting in heldAudio for
+	// ReleaseOutput; endDue: its synthesis ended meanwhile. discarded:
+	// cancelled while held, so never the caller's to hear.
+	held      bool
+	heldAudio []heldPhrase
+	endDue    bool
+	discarded bool
 
 	// Synthesis: the answer's text, its phrases, the next one to speak and
 	// the attempt at it (inFlight from its start until it is queued or
@@ -76,6 +97,20 @@ type generation struct {
 	unspoken string
 }
 
+// heldPhrase is a phrase's audio waiting for its answer to be used.
+type heldPhrase struct {
+	dur   time.Duration
+	words []tts.WordTiming
+}
+
+func (g *generation) heldLength() time.Duration {
+	var d time.Duration
+	for _, p := range g.heldAudio {
+		d += p.dur
+	}
+	return d
+}
+
 type toolRun struct {
 	call     string
 	key      string
@@ -87,6 +122,8 @@ type toolRun struct {
 	dedupe   bool
 	// real: the Go body runs (WithRealTools) instead of the script.
 	real bool
+	// epoch is the turn that made the call.
+	epoch uint64
 }
 
 func newEdges(r *run) *edges {
@@ -105,7 +142,7 @@ func newEdges(r *run) *edges {
 func (e *edges) StartGeneration(epoch uint64, req llm.Request) {
 	now := e.r.sched.now()
 	e.requests = append(e.requests, request{at: now, epoch: epoch, items: req.Context.Items})
-	g := &generation{epoch: epoch, started: now, ended: -1}
+	g := &generation{epoch: epoch, started: now, ended: -1, model: e.nextModel, held: e.held == epoch}
 	e.gens[epoch] = g
 	resp := ModelResponse{TTFB: defaultModelTTFB}
 	if e.nextModel < len(e.r.sc.Model) {
@@ -195,14 +232,18 @@ func (e *edges) attempt(g *generation, at time.Duration) {
 		g.next++
 		words := strings.Fields(p)
 		dur := time.Duration(float64(len(words)) / e.r.sc.TTS.WordsPerSecond * float64(time.Second))
-		offset := e.player.queued(g.epoch)
+		offset := e.player.queued(g.epoch) + g.heldLength()
 		timings := make([]tts.WordTiming, len(words))
 		for j, w := range words {
 			timings[j] = tts.WordTiming{Word: w, Start: offset + dur*time.Duration(j)/time.Duration(len(words)),
 				End: offset + dur*time.Duration(j+1)/time.Duration(len(words))}
 		}
-		start := e.player.enqueue(e.r.sched.now(), g.epoch, dur, timings)
-		e.in.echoFrom(start)
+		if g.held {
+			g.heldAudio = append(g.heldAudio, heldPhrase{dur: dur, words: timings})
+		} else {
+			start := e.player.enqueue(e.r.sched.now(), g.epoch, dur, timings)
+			e.in.echoFrom(start)
+		}
 		e.r.handle(engine.SpeechWords{Epoch: g.epoch, Words: timings})
 		if g.next == len(g.phrases) {
 			e.endSynth(g, nil, "")
@@ -249,6 +290,10 @@ func (e *edges) endSynth(g *generation, err error, unspoken string) {
 // markEnd schedules g's PlayoutFinished for when its queued audio will
 // have played (again, after a pause moved it).
 func (e *edges) markEnd(g *generation) {
+	if g.held {
+		g.endDue = true
+		return
+	}
 	e.r.sched.cancel(e.player.endMark[g.epoch])
 	end := e.player.end(e.r.sched.now(), g.epoch)
 	e.player.endMark[g.epoch] = e.r.sched.at(end, srcPlayer, func() {
@@ -259,6 +304,36 @@ func (e *edges) markEnd(g *generation) {
 		g.ended = e.r.sched.now()
 		e.r.handle(engine.PlayoutFinished{Epoch: g.epoch})
 	})
+}
+
+// HoldOutput keeps a speculative answer's audio from the output until it
+// is used.
+func (e *edges) HoldOutput(epoch uint64) { e.held = epoch }
+
+// ReleaseOutput queues the held answer's audio: it plays after whatever is
+// queued, from now.
+func (e *edges) ReleaseOutput(epoch uint64) {
+	if e.held == epoch {
+		e.held = 0
+	}
+	g := e.gens[epoch]
+	if g == nil || !g.held {
+		return
+	}
+	g.held = false
+	now := e.r.sched.now()
+	for i := range e.requests {
+		if e.requests[i].epoch == epoch {
+			e.requests[i].used = now
+		}
+	}
+	for _, p := range g.heldAudio {
+		e.in.echoFrom(e.player.enqueue(now, epoch, p.dur, p.words))
+	}
+	g.heldAudio = nil
+	if g.endDue {
+		e.markEnd(g)
+	}
 }
 
 // PauseOutput holds the output where it is, for a suspected barge-in.
@@ -319,8 +394,8 @@ func (e *edges) fault(f Fault) {
 // inFlight lists generations not cancelled, oldest first.
 func (e *edges) inFlight() []*generation {
 	var out []*generation
-	for ep := uint64(1); ep <= uint64(len(e.requests)); ep++ {
-		if g := e.gens[ep]; g != nil && !g.cancelled {
+	for _, ep := range slices.Sorted(maps.Keys(e.gens)) {
+		if g := e.gens[ep]; !g.cancelled {
 			out = append(out, g)
 		}
 	}
@@ -339,6 +414,17 @@ func (e *edges) CancelGeneration(epoch uint64) {
 	}
 	e.r.sched.cancel(g.reply)
 	e.r.sched.cancel(g.attemptTimer)
+	if g.held {
+		// A speculative answer never used: it was not the turn's, and
+		// the script's response goes to the request that is.
+		g.discarded, g.heldAudio = true, nil
+		e.nextModel = g.model
+		e.discarded++
+		e.requests = slices.DeleteFunc(e.requests, func(q request) bool { return q.epoch == epoch })
+		if e.held == epoch {
+			e.held = 0
+		}
+	}
 }
 
 // FlushOutput drops the queued audio of epochs <= epoch.
@@ -366,7 +452,7 @@ func (e *edges) RunTool(r engine.ToolRun) {
 	e.ncall++
 	src := srcTool + e.ncall
 	tr := &toolRun{call: r.CallID, key: r.Key, tool: r.Tool, spec: spec, dedupe: r.Tool.Dedupe(),
-		real: e.r.bodies != nil && spec.def != nil && !spec.scripted}
+		real: e.r.bodies != nil && spec.def != nil && !spec.scripted, epoch: r.Epoch}
 	e.checkOnce(tr)
 	e.toolRuns[r.Tool.Name()]++
 	e.runs[r.CallID] = tr

@@ -42,6 +42,8 @@ type Run struct {
 	ToolRuns   map[string]int  `json:"tool_runs,omitempty"`
 	Requests   int             `json:"requests"`
 	End        time.Duration   `json:"end_ns"`
+	// Speculation counts the run's speculative answers.
+	Speculation Speculation `json:"speculation"`
 }
 
 // OK reports whether the run met every expectation and invariant.
@@ -74,19 +76,22 @@ type toolCache map[toolKey]*tools.Tool
 type toolKey struct {
 	name, effect, policy string
 	timeout              time.Duration
-	dedupe               bool
+	dedupe, speculative  bool
 }
 
 var permissive = json.RawMessage(`{"type":"object"}`)
 
 func (tc toolCache) get(t Tool) (*tools.Tool, error) {
-	key := toolKey{t.Name, t.Effect, t.OnInterrupt, t.Timeout, t.Dedupe}
+	key := toolKey{t.Name, t.Effect, t.OnInterrupt, t.Timeout, t.Dedupe, t.Speculative}
 	if got, ok := tc[key]; ok {
 		return got, nil
 	}
 	opts := []tools.Option{tools.WithEffect(tools.Effect(t.Effect)), tools.WithTimeout(t.Timeout), tools.WithDedupe(t.Dedupe)}
 	if t.OnInterrupt != "" {
 		opts = append(opts, tools.WithInterruptPolicy(tools.Policy(t.OnInterrupt)))
+	}
+	if t.Speculative {
+		opts = append(opts, tools.WithSpeculative())
 	}
 	// The body never runs: the scripted edges play its part.
 	built, err := tools.NewRaw(t.Name, "scripted tool "+t.Name, permissive,
@@ -152,7 +157,8 @@ func start(sc *Scenario, seed int64, cache toolCache) *run {
 	core, err := engine.NewCore(agent, r.edges,
 		func(in engine.Input) { r.sched.at(r.sched.now(), srcPosted, func() { r.handle(in) }) },
 		func(e events.Event) { r.out.Events = append(r.out.Events, e) },
-		engine.Config{ID: "sim", Clock: r.sched.clock, Endpointing: sc.VAD.Endpointing - minSilence(sc), Logger: slog.New(slog.DiscardHandler)})
+		engine.Config{ID: "sim", Clock: r.sched.clock, Endpointing: sc.VAD.Endpointing - minSilence(sc), Logger: slog.New(slog.DiscardHandler),
+			NoSpeculation: !sc.Speculate})
 	if err != nil {
 		r.violate("core: %v", err)
 		return r

@@ -25,20 +25,23 @@ import (
 
 // Scenario is one parsed scenario file.
 type Scenario struct {
-	File    string          // path given to Parse/Load (not a YAML key)
-	Name    string          // `name`, required, non-empty
-	Seed    int64           // `seed`, default 1
-	Timeout time.Duration   // `timeout`, default 30s, must be > 0
-	Agent   Agent           // `agent`: a mapping, or the name of a Go agent (see Agent.Go); a Go agent's `tools` scripts are in Agent.Tools
-	Model   []ModelResponse // `model`
-	TTS     TTS             // `tts`
-	STT     STT             // `stt`
-	VAD     VAD             // `vad`
-	Line    Line            // `line`
-	User    []UserAction    // `user`
-	Faults  []Fault         // `faults`
-	Expect  Expect          // `expect`
-	Sweep   *Sweep          // `sweep`, nil when absent
+	File    string        // path given to Parse/Load (not a YAML key)
+	Name    string        // `name`, required, non-empty
+	Seed    int64         // `seed`, default 1
+	Timeout time.Duration // `timeout`, default 30s, must be > 0
+	// Speculate: speculative answers, on by default as in a session
+	// (runtime.WithSpeculation); `speculate: false` turns them off.
+	Speculate bool            // `speculate`, default true
+	Agent     Agent           // `agent`: a mapping, or the name of a Go agent (see Agent.Go); a Go agent's `tools` scripts are in Agent.Tools
+	Model     []ModelResponse // `model`
+	TTS       TTS             // `tts`
+	STT       STT             // `stt`
+	VAD       VAD             // `vad`
+	Line      Line            // `line`
+	User      []UserAction    // `user`
+	Faults    []Fault         // `faults`
+	Expect    Expect          // `expect`
+	Sweep     *Sweep          // `sweep`, nil when absent
 
 	// agentFunc makes the Go agent named by Agent.Go, for runs that run its
 	// tool bodies (WithRealTools): each such run gets a fresh agent, as a
@@ -47,6 +50,10 @@ type Scenario struct {
 	// realTools, when set, is synctest.Wait: a Go agent's tools without a
 	// script run their Go bodies.
 	realTools func()
+	// invariantsOnly: the runs check the invariants, not the file's
+	// expectations, which were written for other settings (Options.Speculate
+	// against the file's own).
+	invariantsOnly bool
 }
 
 // Agent is the agent under test: written inline in the file, or a Go agent.
@@ -81,6 +88,7 @@ type Tool struct {
 	IgnoresCancel bool            // `ignores_cancel`, default false
 	Hang          bool            // `hang`, default false
 	Dedupe        bool            // `dedupe`, default true
+	Speculative   bool            // `speculative`, default false: a read that may start on a speculative answer (tools.WithSpeculative)
 
 	// def is a Go agent's tool, which the runs give the core instead of a
 	// tool built from the fields above: the model sees its description and
@@ -363,11 +371,12 @@ func (p *scnParser) result() error {
 // are decoded before expect and sweep whatever their order in the file.
 
 func (p *scnParser) scenario(n *yaml.Node) *Scenario {
-	m := p.mapping(n, "", "name", "seed", "timeout", "agent", "tools", "model", "tts", "stt", "vad", "line", "user", "faults", "expect", "sweep")
+	m := p.mapping(n, "", "name", "seed", "timeout", "speculate", "agent", "tools", "model", "tts", "stt", "vad", "line", "user", "faults", "expect", "sweep")
 	s := &Scenario{
-		Name:    m.str("name", ""),
-		Seed:    m.integer("seed", 1, math.MinInt64),
-		Timeout: m.dur("timeout", 30*time.Second, true),
+		Name:      m.str("name", ""),
+		Seed:      m.integer("seed", 1, math.MinInt64),
+		Timeout:   m.dur("timeout", 30*time.Second, true),
+		Speculate: m.boolean("speculate", true),
 	}
 	if m.require("name") && s.Name == "" {
 		p.errf(m.vals["name"].Line, "name", "must not be empty")
@@ -430,7 +439,7 @@ func (p *scnParser) agent(m *scnMap) Agent {
 	a := Agent{Instructions: m.str("instructions", "You are a helpful voice agent.")}
 	first := map[string]int{} // tool name -> line of its first declaration
 	for i, item := range m.seq("tools") {
-		t := p.mapping(item, scnIndex("agent.tools", i), "name", "effect", "on_interrupt", "duration", "timeout", "result", "error", "ignores_cancel", "hang", "dedupe")
+		t := p.mapping(item, scnIndex("agent.tools", i), "name", "effect", "on_interrupt", "duration", "timeout", "result", "error", "ignores_cancel", "hang", "dedupe", "speculative")
 		tool := Tool{
 			Name:          t.str("name", ""),
 			Effect:        t.oneOf("effect", "mutation", "read", "mutation"),
@@ -442,6 +451,7 @@ func (p *scnParser) agent(m *scnMap) Agent {
 			IgnoresCancel: t.boolean("ignores_cancel", false),
 			Hang:          t.boolean("hang", false),
 			Dedupe:        t.boolean("dedupe", true),
+			Speculative:   t.boolean("speculative", false),
 		}
 		if v, key := t.get("result"); v != nil {
 			tool.Result = p.toJSON(v, key)
@@ -551,11 +561,12 @@ func (p *scnParser) scripts(n *yaml.Node, path string, a *Agent) {
 		if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null" {
 			v = &yaml.Node{Kind: yaml.MappingNode, Line: v.Line}
 		}
-		m := p.mapping(v, key, "duration", "result", "error", "ignores_cancel", "hang", "effect", "on_interrupt", "timeout", "dedupe")
+		m := p.mapping(v, key, "duration", "result", "error", "ignores_cancel", "hang", "effect", "on_interrupt", "timeout", "dedupe", "speculative")
 		// What the tool is comes from Go; a copy here could only drift.
 		for _, g := range []struct{ key, option string }{
 			{"effect", "tools.WithEffect"}, {"on_interrupt", "tools.WithInterruptPolicy"},
 			{"timeout", "tools.WithTimeout"}, {"dedupe", "tools.WithDedupe"},
+			{"speculative", "tools.WithSpeculative"},
 		} {
 			if gv, gkey := m.get(g.key); gv != nil {
 				p.errf(gv.Line, gkey, "comes from the Go tool (%s), not the script: remove it", g.option)

@@ -14,10 +14,11 @@ const scnMs = time.Millisecond
 // scnExampleScenario is what testdata/example.yaml must parse to.
 func scnExampleScenario() *Scenario {
 	return &Scenario{
-		File:    "testdata/example.yaml",
-		Name:    "interrupt-during-tool-preamble",
-		Seed:    7,
-		Timeout: 20 * time.Second,
+		File:      "testdata/example.yaml",
+		Name:      "interrupt-during-tool-preamble",
+		Seed:      7,
+		Timeout:   20 * time.Second,
+		Speculate: true,
 		Agent: Agent{
 			Instructions: "You book tables.",
 			Tools: []Tool{{
@@ -105,10 +106,11 @@ expect:
 		t.Fatal(err)
 	}
 	want := &Scenario{
-		File:    "d.yaml",
-		Name:    "defaults",
-		Seed:    1,
-		Timeout: 30 * time.Second,
+		File:      "d.yaml",
+		Name:      "defaults",
+		Seed:      1,
+		Timeout:   30 * time.Second,
+		Speculate: true,
 		Agent: Agent{
 			Instructions: "You are a helpful voice agent.",
 			Tools: []Tool{
@@ -153,9 +155,9 @@ func TestScenarioParseErrors(t *testing.T) {
 		want string // the whole message, or a prefix of it ending in "..."
 	}{
 		{"unknown top-level key", "name: x\ncolour: red\n",
-			"t.yaml:2: colour: unknown key; known keys: name, seed, timeout, agent, tools, model, tts, stt, vad, line, user, faults, expect, sweep"},
+			"t.yaml:2: colour: unknown key; known keys: name, seed, timeout, speculate, agent, tools, model, tts, stt, vad, line, user, faults, expect, sweep"},
 		{"unknown tool key", "name: x\nagent:\n  tools:\n    - name: a\n      ignore_cancel: true\n",
-			"t.yaml:5: agent.tools.0.ignore_cancel: unknown key; known keys: name, effect, on_interrupt, duration, timeout, result, error, ignores_cancel, hang, dedupe"},
+			"t.yaml:5: agent.tools.0.ignore_cancel: unknown key; known keys: name, effect, on_interrupt, duration, timeout, result, error, ignores_cancel, hang, dedupe, speculative"},
 		{"duplicate key", "name: x\nseed: 1\nseed: 2\n", "t.yaml:3: seed: duplicate key (first at line 2)"},
 		{"duplicate block key", "name: x\nagent:\n  tools: []\nagent:\n  tools: []\n", "t.yaml:4: agent: duplicate key (first at line 2)"},
 		{"duplicate result key", "name: x\nagent:\n  tools:\n    - name: a\n      result: {a: 1, a: 2}\n",
@@ -288,7 +290,7 @@ colour: red
 		`m.yaml:2: expect.tool_runs.ghost: no tool "ghost" in agent.tools`,
 		`m.yaml:3: timeout: "soon" is not a duration (want e.g. 400ms or 1.5s)`,
 		`m.yaml:6: agent.tools.0.effect: "write" is not one of read, mutation`,
-		"m.yaml:7: colour: unknown key; known keys: name, seed, timeout, agent, tools, model, tts, stt, vad, line, user, faults, expect, sweep",
+		"m.yaml:7: colour: unknown key; known keys: name, seed, timeout, speculate, agent, tools, model, tts, stt, vad, line, user, faults, expect, sweep",
 	}
 	if err == nil || err.Error() != strings.Join(want, "\n") {
 		t.Errorf("error =\n%v\nwant\n%s", err, strings.Join(want, "\n"))

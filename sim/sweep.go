@@ -21,6 +21,43 @@ type Options struct {
 	// KeepFirst keeps the first run in Result.First, passing or not, so its
 	// timeline can be read.
 	KeepFirst bool
+	// Speculate, when set, turns speculative answers on or off in every
+	// run, whatever the file's `speculate` says. A file made to run
+	// otherwise than it says is checked against the invariants only: its
+	// expectations were written for its own timing.
+	Speculate *bool
+}
+
+// Speculation counts, over a file's runs, the caller's spoken turns and
+// the speculative answers asked for them.
+type Speculation struct {
+	// Turns are the caller's spoken turns; Used of them were answered by
+	// a speculative answer, asked Won sooner in all than the turn ended.
+	Turns int           `json:"turns"`
+	Used  int           `json:"used"`
+	Won   time.Duration `json:"won_ns"`
+	// Discarded speculative answers were dropped because the caller went
+	// on; EarlyBodies is how many tool bodies started for them (reads
+	// declared tools.WithSpeculative: nothing else may start).
+	Discarded   int `json:"discarded"`
+	EarlyBodies int `json:"early_bodies"`
+}
+
+// Add adds o's counts to s.
+func (s *Speculation) Add(o Speculation) {
+	s.Turns += o.Turns
+	s.Used += o.Used
+	s.Won += o.Won
+	s.Discarded += o.Discarded
+	s.EarlyBodies += o.EarlyBodies
+}
+
+// HitRate is the share of spoken turns answered speculatively.
+func (s Speculation) HitRate() float64 {
+	if s.Turns == 0 {
+		return 0
+	}
+	return float64(s.Used) / float64(s.Turns)
 }
 
 // Result is every run of one scenario file.
@@ -36,6 +73,8 @@ type Result struct {
 	// Set is Options.Set, the parameters every run had fixed; a replay
 	// fixes them too.
 	Set map[string]time.Duration `json:"-"`
+	// Speculation counts the speculative answers of all the runs.
+	Speculation Speculation `json:"speculation"`
 }
 
 // OK reports whether every run passed.
@@ -65,6 +104,9 @@ func RunScenario(sc *Scenario, opts Options) *Result {
 	if _, fixed := opts.Set[paramOf(sweep)]; fixed || opts.Sweep == 0 {
 		sweep = nil
 	}
+	if opts.Speculate != nil && *opts.Speculate != base.Speculate {
+		base.Speculate, base.invariantsOnly = *opts.Speculate, true
+	}
 	cache := toolCache{}
 	sc = base
 	for i := range n {
@@ -82,6 +124,7 @@ func RunScenario(sc *Scenario, opts Options) *Result {
 		}
 		run := runOnce(sc, seed+int64(i), cache)
 		res.Runs++
+		res.Speculation.Add(run.Speculation)
 		if sweep != nil {
 			run.Param, run.Value = sweep.Param, value
 		}

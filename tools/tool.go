@@ -71,6 +71,7 @@ type config struct {
 	policy    Policy
 	noDedupe  bool
 	reconcile Reconciler
+	early     bool
 }
 
 // WithEffect sets the tool's effect. Without it a tool is a [Mutation]: a tool
@@ -109,6 +110,18 @@ func WithReconcile(r Reconciler) Option {
 	return func(c *config) { c.reconcile = r }
 }
 
+// WithSpeculative lets a [Read] start on a speculative answer: one the
+// model gives while the caller may still go on speaking, before their turn
+// is committed. The body may then run for words the caller goes on to
+// change, and its result is thrown away; declare it only for a read that
+// costs nothing to repeat and tells nobody anything (a menu, a schedule,
+// an account looked up by the caller's number). Without it, no call of a
+// speculative answer starts before the turn is committed, and a mutation
+// never does: construction fails if a [Mutation] asks for it.
+func WithSpeculative() Option {
+	return func(c *config) { c.early = true }
+}
+
 // A Tool is a function the model may call. It is immutable and safe for
 // concurrent use.
 type Tool struct {
@@ -119,6 +132,7 @@ type Tool struct {
 	policy      Policy
 	dedupe      bool
 	reconcile   Reconciler
+	speculative bool
 	schema      json.RawMessage
 	resolved    *jsonschema.Resolved
 	handler     Handler
@@ -217,6 +231,9 @@ func newTool(name, description string, s *jsonschema.Schema, raw json.RawMessage
 	if c.timeout <= 0 {
 		return nil, fmt.Errorf("tools: %q: timeout %v is not positive", name, c.timeout)
 	}
+	if c.early && c.effect != Read {
+		return nil, fmt.Errorf("tools: %q: only a read may start on a speculative answer (WithSpeculative)", name)
+	}
 	if c.policy == "" {
 		c.policy = DefaultPolicy(c.effect)
 	}
@@ -235,6 +252,7 @@ func newTool(name, description string, s *jsonschema.Schema, raw json.RawMessage
 		policy:      c.policy,
 		dedupe:      c.effect == Mutation && !c.noDedupe,
 		reconcile:   c.reconcile,
+		speculative: c.early,
 		schema:      raw,
 		resolved:    rs,
 		handler:     h,
@@ -284,6 +302,10 @@ func (t *Tool) Policy() Policy { return t.policy }
 // earlier outcome instead of running again: true for a mutation unless
 // turned off with [WithDedupe].
 func (t *Tool) Dedupe() bool { return t.dedupe }
+
+// Speculative reports whether a call may start before its turn is
+// committed (WithSpeculative).
+func (t *Tool) Speculative() bool { return t.speculative }
 
 // Reconciler returns the tool's reconcile hook, or nil.
 func (t *Tool) Reconciler() Reconciler { return t.reconcile }

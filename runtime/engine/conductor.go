@@ -85,6 +85,11 @@ type conductor struct {
 	agentEpoch uint64
 	// exchanges are the answers being followed (Follow).
 	exchanges []*Exchange
+	// spec is the speculative answer to the caller's words, while their
+	// turn is not yet committed; adopt are the early reads of the last one
+	// used, until the ledger takes them over.
+	spec  *speculation
+	adopt map[string]*earlyRun
 }
 
 // OutputPauser is implemented by Edges whose output can pause in place, for
@@ -206,6 +211,9 @@ func (c *conductor) emit(e events.Event) {
 }
 
 func (c *conductor) handle(in Input) {
+	if c.captured(in) {
+		return
+	}
 	switch in := in.(type) {
 	case UserText:
 		c.onUserText(in.Text)
@@ -330,6 +338,7 @@ func (c *conductor) onSpeechStarted() {
 	c.restoreTransport()
 	c.userSpeaking = true
 	c.stopEndpoint()
+	c.discardSpeculation("speech")
 	c.emit(events.Event{Kind: events.SpeechStarted, Epoch: c.epoch})
 	if c.speaking() {
 		c.emit(events.Event{Kind: events.BargeInConfirmed, Epoch: c.epoch, Reason: "speech"})
@@ -363,6 +372,7 @@ func (c *conductor) onBargeIn(reason string) {
 	c.restoreTransport()
 	c.userSpeaking = true
 	c.stopEndpoint()
+	c.discardSpeculation("speech")
 	c.emit(events.Event{Kind: events.SpeechStarted, Epoch: c.epoch})
 	if c.speaking() {
 		c.emit(events.Event{Kind: events.BargeInConfirmed, Epoch: c.epoch, Reason: reason})
@@ -414,6 +424,10 @@ func (c *conductor) onSpeechStopped(in UserSpeechStopped) {
 	c.userSpeaking = false
 	c.emit(events.Event{Kind: events.SpeechStopped, Epoch: c.epoch})
 	c.startEndpoint(in.Ago)
+	if len(c.userFinals) > 0 {
+		// The words came before the detector heard the silence.
+		c.speculate()
+	}
 }
 
 // startEndpoint starts the silence that ends the caller's turn, of which
@@ -466,6 +480,9 @@ func (c *conductor) onTranscript(tr UserTranscript) {
 		// once the usual silence has passed.
 		c.startEndpoint(0)
 	}
+	if !c.userSpeaking && c.endpointID != 0 {
+		c.speculate()
+	}
 }
 
 func (c *conductor) onTimer(id uint64) {
@@ -502,9 +519,11 @@ func (c *conductor) finishUserTurn() {
 	c.userFinals, c.userConfidence = nil, 0
 	c.stopEndpoint()
 	c.emit(events.Event{Kind: events.UserTurn, Text: text, Reason: "speech"})
-	c.preempt("user_turn")
-	c.appendUser(text)
-	c.chat[len(c.chat)-1].item.Confidence = conf
+	c.cut("user_turn")
+	c.chat = append(c.chat, &entry{item: c.userItem(text, conf)})
+	if c.useSpeculation(text) {
+		return
+	}
 	c.startTurn("user_turn", llm.ReasonUserTurn, "")
 }
 
@@ -543,6 +562,13 @@ func (c *conductor) speaking() bool {
 // each of their calls is treated by its interrupt policy. Nothing here
 // waits for anything to settle.
 func (c *conductor) preempt(reason string) {
+	c.discardSpeculation(reason)
+	c.cut(reason)
+}
+
+// cut is preempt but for a speculative answer, which the caller's
+// committed turn may yet use: its held audio is kept.
+func (c *conductor) cut(reason string) {
 	cut := false
 	// Settling removes turns from c.turns: walk a copy.
 	for _, t := range slices.Clone(c.turns) {
@@ -559,7 +585,11 @@ func (c *conductor) preempt(reason string) {
 		t.superseded = true
 	}
 	if cut {
-		c.edges.FlushOutput(c.epoch)
+		upTo := c.epoch
+		if c.spec != nil {
+			upTo = c.spec.epoch - 1
+		}
+		c.edges.FlushOutput(upTo)
 	}
 }
 
@@ -778,6 +808,9 @@ func (c *conductor) dispatch(cs *callState) {
 					"check with the user before trying again", prior.ID)}, "outcome_unknown")
 			return
 		}
+	}
+	if c.adopted(cs) {
+		return
 	}
 	c.ledger.Start(cs.id())
 	c.emit(events.Event{Kind: events.ToolStarted, Epoch: cs.turn.epoch, CallID: cs.id(), Tool: cs.rec.Tool})
@@ -1073,12 +1106,19 @@ func (c *conductor) idleNow() bool {
 }
 
 func (c *conductor) appendUser(text string) {
-	c.chat = append(c.chat, &entry{item: llm.Item{Kind: llm.KindMessage, Role: llm.RoleUser, Text: text}})
+	c.chat = append(c.chat, &entry{item: c.userItem(text, 0)})
+}
+
+// userItem is the caller's message, with the recogniser's confidence in it
+// (0: none given).
+func (c *conductor) userItem(text string, confidence float64) llm.Item {
+	return llm.Item{Kind: llm.KindMessage, Role: llm.RoleUser, Text: text, Confidence: confidence}
 }
 
 // startTurn starts a turn whose model request goes out for reason; why is
 // the inference_sent event's reason, which tells typed input from speech.
 func (c *conductor) startTurn(why string, reason llm.Reason, extra string) {
+	c.discardSpeculation("new_turn")
 	c.idle = false
 	c.epoch++
 	t := &turnState{handle: newTurn(c.epoch), epoch: c.epoch}
@@ -1096,7 +1136,7 @@ func (c *conductor) buildRequest(reason llm.Reason, extra string) llm.Request {
 	if extra != "" {
 		instr = strings.TrimSpace(instr + "\n\n" + extra)
 	}
-	items := c.render(true)
+	items := c.render(true, true)
 	req := llm.Request{Instructions: instr, Context: llm.ChatContext{Items: items}, Tools: c.toolset.Specs(),
 		Reason: reason, New: unchangedPrefix(c.sent, items)}
 	// A copy: the model may hold on to the request, and must not be able
@@ -1126,15 +1166,15 @@ func sameItem(a, b llm.Item) bool {
 // context renders the chat context as it stands: what was said, what was
 // played, and every committed result.
 func (c *conductor) context() llm.ChatContext {
-	return llm.ChatContext{Items: c.render(false)}
+	return llm.ChatContext{Items: c.render(false, false)}
 }
 
 // render lists the chat: an assistant message still playing shows its
 // planned text, and each run of tool calls is followed by their results in
 // call order. For a request (forModel), calls still in flight get a
-// provisional output and the results shown are marked seen; otherwise they
-// have none yet.
-func (c *conductor) render(forModel bool) []llm.Item {
+// provisional output and, if mark, the results shown are marked seen (and
+// calls shown running, shownRunning); otherwise they have none yet.
+func (c *conductor) render(forModel, mark bool) []llm.Item {
 	items := make([]llm.Item, 0, len(c.chat)*2)
 	var run []*callState
 	flush := func() {
@@ -1143,20 +1183,20 @@ func (c *conductor) render(forModel bool) []llm.Item {
 			switch {
 			case cs.answered():
 				it.Output, it.IsError = cs.rec.Output, cs.rec.IsError
-				if forModel {
+				if forModel && mark {
 					cs.seen = true
 				}
 			case !forModel:
 				continue
 			case cs.detached():
 				it.Output = llm.ProvisionalDetached
-				cs.shownRunning = true
+				cs.shownRunning = cs.shownRunning || mark
 			case cs.rec.State == tools.StateDeferred:
 				it.Output = llm.ProvisionalDeferred
-				cs.shownRunning = true
+				cs.shownRunning = cs.shownRunning || mark
 			default:
 				it.Output = llm.ProvisionalRunning
-				cs.shownRunning = true
+				cs.shownRunning = cs.shownRunning || mark
 			}
 			items = append(items, it)
 		}

@@ -16,6 +16,7 @@ func (c *conductor) onHandoff(h Handoff) {
 		c.log.Error("handoff refused: the next agent's tools", "to", h.To.Name, "err", err)
 		return
 	}
+	c.discardSpeculation("handoff")
 	from := c.agent.Name
 	switch {
 	case h.Reset:

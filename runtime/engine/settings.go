@@ -40,6 +40,9 @@ type Config struct {
 	// Checkpoint, if set, is given the session's state at every clean
 	// point (WithCheckpoints).
 	Checkpoint func(State)
+	// NoSpeculation turns speculative answers off: the model is asked
+	// only once the caller's turn has ended (see events.SpeculationStarted).
+	NoSpeculation bool
 	// TextOnly says the agent has no voice: its text counts as played the
 	// moment the model writes it, and word timings are not waited for.
 	TextOnly bool
