@@ -77,7 +77,7 @@ user:
   - {at: 3s, say: "Wait!"}
 expect:
   tool_runs: {place_order: 0}
-sweep: {param: user.1.at, from: 2.5s, to: 4.5s}
+sweep: {param: user.1.at, from: 2.5s, to: 4.3s}
 `), sim.WithAgents(agents))
 	if err != nil {
 		fmt.Println(err)

@@ -86,7 +86,7 @@ user:
 expect:
   tool_runs: {place_order: 0}
   final_context_contains: ["not executed"]
-sweep: {param: user.1.at, from: 2.5s, to: 4.5s}
+sweep: {param: user.1.at, from: 2.5s, to: 4.3s}
 `
 
 func TestGoAgentScenarioTakesTheToolsFromGo(t *testing.T) {

@@ -23,7 +23,7 @@ import (
 //	  - {at: 3s, say: "Wait!"}
 //	expect:
 //	  tool_runs: {place_order: 0}
-//	sweep: {param: user.1.at, from: 2.5s, to: 4.5s}
+//	sweep: {param: user.1.at, from: 2.5s, to: 4.3s}
 //
 // The second test runs the order's real Go body wherever the file gives
 // it no script, in virtual time.
