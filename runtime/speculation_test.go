@@ -183,3 +183,44 @@ func TestSpeculationDiscardedWhenTheCallerGoesOn(t *testing.T) {
 		}
 	})
 }
+
+// A handoff while a speculative answer waits for the turn to end: the old
+// agent's answer is discarded, and the caller's words are answered by the
+// agent that took over.
+func TestHandoffDiscardsASpeculativeAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := scripted.NewSTT(scripted.WithLatency(100 * time.Millisecond))
+		rec.Say("my bill is wrong")
+		h := start(t, setup{
+			stt:       rec,
+			opts:      []Option{WithEndpointing(400 * time.Millisecond)},
+			responses: []scripted.Response{{TTFB: 50 * time.Millisecond, Text: "Front desk here."}},
+		})
+		billingModel := scripted.NewLLM(scripted.Response{TTFB: 50 * time.Millisecond, Text: "Billing here, let me look."})
+		billing := &Agent{Name: "billing", Instructions: "Billing.", Model: billingModel, TTS: h.voice}
+		h.hush(200 * time.Millisecond)
+		h.speak(600 * time.Millisecond)
+		h.hush(350 * time.Millisecond)
+		spec := h.waitFor(events.SpeculationStarted, nil, time.Second)
+		if _, ok := h.find(events.UserTurn, nil); ok {
+			t.Fatalf("the turn ended before the handoff could come in the speculation window; events:\n%s", h.timeline())
+		}
+		if err := h.s.Handoff(context.Background(), billing); err != nil {
+			t.Fatal(err)
+		}
+		h.hush(time.Second)
+		h.waitFor(events.PlayoutDone, func(e events.Event) bool { return e.Text == "Billing here, let me look." }, 5*time.Second)
+		d, ok := h.find(events.SpeculationDiscarded, nil)
+		if !ok || d.Epoch != spec.Epoch || d.Reason != "handoff" {
+			t.Errorf("discarded %+v, want the speculation of epoch %d, for the handoff; events:\n%s", d, spec.Epoch, h.timeline())
+		}
+		for _, e := range h.all(events.PlayoutStarted) {
+			if e.Epoch == spec.Epoch {
+				t.Errorf("the old agent's speculative answer played")
+			}
+		}
+		if reqs := billingModel.Requests(); len(reqs) != 1 || !strings.Contains(reqs[0].Context.Items[len(reqs[0].Context.Items)-1].Text, "my bill is wrong") {
+			t.Errorf("billing's requests %+v, want one answering the caller's words", reqs)
+		}
+	})
+}

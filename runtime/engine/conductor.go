@@ -49,6 +49,9 @@ type conductor struct {
 
 	userSpeaking bool
 	userFinals   []string
+	// wordsSinceSpeech: a final with words came since the caller last
+	// started speaking, so userFinals may hold their latest words.
+	wordsSinceSpeech bool
 	// userConfidence is the least recogniser confidence of userFinals
 	// that has one; 0: none has.
 	userConfidence float64
@@ -336,7 +339,7 @@ func (c *conductor) onTransportLost() {
 func (c *conductor) onSpeechStarted() {
 	c.idle = false
 	c.restoreTransport()
-	c.userSpeaking = true
+	c.userSpeaking, c.wordsSinceSpeech = true, false
 	c.stopEndpoint()
 	c.discardSpeculation("speech")
 	c.emit(events.Event{Kind: events.SpeechStarted, Epoch: c.epoch})
@@ -370,7 +373,7 @@ func (c *conductor) onSuspected(in BargeInSuspected) {
 func (c *conductor) onBargeIn(reason string) {
 	c.idle = false
 	c.restoreTransport()
-	c.userSpeaking = true
+	c.userSpeaking, c.wordsSinceSpeech = true, false
 	c.stopEndpoint()
 	c.discardSpeculation("speech")
 	c.emit(events.Event{Kind: events.SpeechStarted, Epoch: c.epoch})
@@ -424,8 +427,9 @@ func (c *conductor) onSpeechStopped(in UserSpeechStopped) {
 	c.userSpeaking = false
 	c.emit(events.Event{Kind: events.SpeechStopped, Epoch: c.epoch})
 	c.startEndpoint(in.Ago)
-	if len(c.userFinals) > 0 {
-		// The words came before the detector heard the silence.
+	if c.wordsSinceSpeech {
+		// The words came before the detector heard the silence. (Finals
+		// from before the caller spoke again are not all their words.)
 		c.speculate()
 	}
 }
@@ -468,6 +472,7 @@ func (c *conductor) onTranscript(tr UserTranscript) {
 	}
 	c.restoreTransport()
 	c.userFinals = append(c.userFinals, strings.TrimSpace(tr.Text))
+	c.wordsSinceSpeech = true
 	if tr.Confidence > 0 && (c.userConfidence == 0 || tr.Confidence < c.userConfidence) {
 		c.userConfidence = tr.Confidence
 	}
@@ -516,7 +521,7 @@ func (c *conductor) onTimer(id uint64) {
 func (c *conductor) finishUserTurn() {
 	text := strings.Join(c.userFinals, " ")
 	conf := c.userConfidence
-	c.userFinals, c.userConfidence = nil, 0
+	c.userFinals, c.userConfidence, c.wordsSinceSpeech = nil, 0, false
 	c.stopEndpoint()
 	c.emit(events.Event{Kind: events.UserTurn, Text: text, Reason: "speech"})
 	c.cut("user_turn")

@@ -58,7 +58,7 @@ func (c *conductor) speculate() {
 		}
 		c.discardSpeculation("more_words")
 	}
-	if !ok || c.cfg.NoSpeculation || c.userSpeaking || c.endpointID == 0 || c.transcriptID != 0 ||
+	if !ok || c.cfg.NoSpeculation || len(c.userFinals) == 0 || c.userSpeaking || c.endpointID == 0 || c.transcriptID != 0 ||
 		c.paused || c.transportDown || c.speaking() {
 		return
 	}
