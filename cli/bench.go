@@ -92,22 +92,31 @@ type latencySettings struct {
 	// says the caller stopped (vad.DefaultMinSilence): the first part of
 	// the endpointing, which the delay above follows.
 	silence time.Duration
+	// speculate: the session asks the model as soon as the transcript is
+	// in (runtime.WithSpeculation).
+	speculate bool
 }
 
 // floor is the least any runtime could take for a turn whose first phrase
 // is tokens long, followed by more of the answer or not: the detector must
 // hear the caller's silence, then the endpointing delay must pass, and the
 // transcription (which starts once the detector has heard the speech end)
-// runs within it or past it; then
-// the model's first token, the rest of the first phrase, one token more
-// to show the phrase has ended (none when the answer ends there), and the
-// voice's first audio.
+// runs within it or past it; then the model's first token, the rest of the
+// first phrase, one token more to show the phrase has ended (none when the
+// answer ends there), and the voice's first audio. A runtime that asks the
+// model as soon as the transcript is in (speculation) needs only the
+// endpointing or the whole of that chain after the transcript, whichever
+// is longer: the answer may not play before the turn has ended.
 func (s latencySettings) floor(tokens int, follows bool) time.Duration {
 	n := tokens - 1
 	if follows {
 		n++
 	}
-	return s.silence + max(s.endpointing, s.transcription) + s.ttft + time.Duration(max(n, 0))*s.tokenInterval + s.speechFirstAudio
+	answer := s.ttft + time.Duration(max(n, 0))*s.tokenInterval + s.speechFirstAudio
+	if s.speculate {
+		return s.silence + max(s.endpointing, s.transcription+answer)
+	}
+	return s.silence + max(s.endpointing, s.transcription) + answer
 }
 
 // benchLatencyCmd measures voice-to-voice latency: see benchUsage and the
@@ -122,6 +131,7 @@ func (c *cli) benchLatencyCmd(ctx context.Context, args []string) error {
 	fs.DurationVar(&set.speechFirstAudio, "speech-first-audio", 200*time.Millisecond, "the voice's time to first audio (/v1/audio/speech)")
 	fs.DurationVar(&set.transcription, "transcribe", 150*time.Millisecond, "the recogniser's time to answer an utterance (/v1/audio/transcriptions)")
 	fs.DurationVar(&set.endpointing, "endpointing", runtime.DefaultEndpointing, "how long the caller must be silent before their turn ends")
+	fs.BoolVar(&set.speculate, "speculate", true, "ask the model as soon as the caller's words are in (false: once the turn has ended)")
 	var lines []string
 	fs.Func("say", "a `LINE` the caller says (repeat the flag for several; they are said in turn, from the first again after the last; default a booking, asked about and cancelled)", func(s string) error {
 		if strings.TrimSpace(s) == "" {
@@ -205,7 +215,8 @@ func (c *cli) benchLatencyCmd(ctx context.Context, args []string) error {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
-	base, stop, err := benchServe(ctx, fn, *name, fake.URL(), set.endpointing, logger)
+	base, stop, err := benchServe(ctx, fn, *name, fake.URL(), logger,
+		runtime.WithEndpointing(set.endpointing), runtime.WithSpeculation(set.speculate))
 	if err != nil {
 		return err
 	}
@@ -254,7 +265,7 @@ func (c *cli) benchLatencyCmd(ctx context.Context, args []string) error {
 // --tts openai --store none" would, with those providers at openAIURL,
 // on 127.0.0.1 alone (WebRTC included), until stop. It returns the base
 // URL to dial.
-func benchServe(ctx context.Context, fn runtime.AgentFunc, name, openAIURL string, endpointing time.Duration, logger *slog.Logger) (base string, stop func(), err error) {
+func benchServe(ctx context.Context, fn runtime.AgentFunc, name, openAIURL string, logger *slog.Logger, opts ...runtime.Option) (base string, stop func(), err error) {
 	pf := &providerFlags{llm: "openai", stt: "openai", tts: "openai", openAIURL: openAIURL, openAIKey: openaitest.APIKey}
 	var undo []func()
 	stop = func() {
@@ -278,7 +289,7 @@ func benchServe(ctx context.Context, fn runtime.AgentFunc, name, openAIURL strin
 		return "", nil, err
 	}
 	host, err := calls.New(newAgent, calls.WithLogger(logger), calls.WithCallCost(probe.callCost()),
-		calls.WithSessionOptions(runtime.WithEndpointing(endpointing)))
+		calls.WithSessionOptions(opts...))
 	if err != nil {
 		return "", nil, err
 	}
@@ -369,23 +380,44 @@ type latencyRun struct {
 	turns []latencyTurn
 }
 
+// latencyStage names one stage of a turn.
+type latencyStageName struct{ name, source, what string }
+
 // The stages of a turn, in the order they happen, each timed from the end
 // of the caller's speech: from the session's events (which the caller
 // receives on the data channel), from the provider's side (the fake
-// server's records) and at the caller.
-var latencyStages = []struct{ name, source, what string }{
-	{"speech_stopped", "event", "the detector heard the caller stop"},
-	{"transcription_sent", "server", "the utterance reached the recogniser"},
-	{"transcription_answered", "server", "the recogniser answered"},
-	{"transcript", "event", "the session had the words"},
-	{"user_turn", "event", "the caller's turn ended"},
-	{"inference_sent", "event", "the model was asked"},
-	{"chat_request", "server", "the request reached the model"},
-	{"first_token", "server", "the model's first token left"},
-	{"speech_request", "server", "the first phrase reached the voice"},
-	{"first_audio_sent", "server", "the voice's first audio left"},
-	{"playout_started", "event", "the first audio went to the line"},
-	{"heard", "client", "the caller heard it"},
+// server's records) and at the caller. With speculation the model is asked
+// before the caller's turn has ended.
+var (
+	latencyStages = []latencyStageName{
+		{"speech_stopped", "event", "the detector heard the caller stop"},
+		{"transcription_sent", "server", "the utterance reached the recogniser"},
+		{"transcription_answered", "server", "the recogniser answered"},
+		{"transcript", "event", "the session had the words"},
+		{"user_turn", "event", "the caller's turn ended"},
+		{"model_asked", "event", "the model was asked (inference_sent)"},
+		{"chat_request", "server", "the request reached the model"},
+		{"first_token", "server", "the model's first token left"},
+		{"speech_request", "server", "the first phrase reached the voice"},
+		{"first_audio_sent", "server", "the voice's first audio left"},
+		{"playout_started", "event", "the first audio went to the line"},
+		{"heard", "client", "the caller heard it"},
+	}
+	speculativeStages = []latencyStageName{
+		latencyStages[0], latencyStages[1], latencyStages[2], latencyStages[3],
+		{"model_asked", "event", "the model was asked (speculation_started)"},
+		latencyStages[6], latencyStages[7], latencyStages[8], latencyStages[9],
+		latencyStages[4],
+		latencyStages[10], latencyStages[11],
+	}
+)
+
+// stages are the stages of the run's turns, in the order they happen.
+func (s latencySettings) stages() []latencyStageName {
+	if s.speculate {
+		return speculativeStages
+	}
+	return latencyStages
 }
 
 // latencyTurn is one turn's measurements.
@@ -497,6 +529,15 @@ func (r *latencyRun) turn(ctx context.Context, c *rtctest.Client, n int, line st
 	// The session's side, from its events.
 	at := map[string]time.Time{"user_turn": ut.Time, "heard": heard}
 	var eventErr string
+	// The speculative requests of the turn, by epoch: the one used is
+	// when the model was asked for the answer heard.
+	asked := map[uint64]time.Time{}
+	var used uint64
+	for _, e := range c.Events() {
+		if e.Kind == events.SpeculationStarted && e.Seq < ut.Seq && e.Time.After(sayAt) {
+			asked[e.Epoch] = e.Time
+		}
+	}
 	for _, e := range c.Events() {
 		switch {
 		case e.Seq < ut.Seq && e.Time.After(sayAt):
@@ -509,7 +550,15 @@ func (r *latencyRun) turn(ctx context.Context, c *rtctest.Client, n int, line st
 			}
 		case e.Seq > ut.Seq && e.Seq <= last:
 			switch e.Kind {
-			case events.InferenceSent, events.PlayoutStarted:
+			case events.InferenceSent:
+				if _, ok := at["model_asked"]; !ok {
+					at["model_asked"] = e.Time
+				}
+			case events.SpeculationUsed:
+				if t, ok := asked[e.Epoch]; ok && used == 0 {
+					at["model_asked"], used = t, e.Epoch
+				}
+			case events.PlayoutStarted:
 				if _, ok := at[string(e.Kind)]; !ok {
 					at[string(e.Kind)] = e.Time
 				}
@@ -529,9 +578,12 @@ func (r *latencyRun) turn(ctx context.Context, c *rtctest.Client, n int, line st
 			at["transcription_sent"], at["transcription_answered"] = tr.Received, tr.Answered
 		}
 	}
+	if _, ok := at["model_asked"]; !ok {
+		return fail("the model was not asked for the turn (no inference_sent or speculation_used)")
+	}
 	var chat *openaitest.ChatRequest
 	for _, cr := range r.fake.ChatRequests() {
-		if cr.Received.After(ut.Time) {
+		if cr.Received.After(at["model_asked"]) {
 			chat = &cr
 			break
 		}
@@ -551,7 +603,7 @@ func (r *latencyRun) turn(ctx context.Context, c *rtctest.Client, n int, line st
 		return fail("the voice was not asked, or sent no audio")
 	}
 	at["speech_request"], at["first_audio_sent"] = sp.Received, sp.FirstAudio
-	for _, s := range latencyStages {
+	for _, s := range r.settings.stages() {
 		if _, ok := at[s.name]; !ok {
 			return fail("no %s (%s)", s.name, s.what)
 		}

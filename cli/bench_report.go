@@ -21,7 +21,10 @@ type latencyReport struct {
 	// Settings are the latencies the providers were given and the
 	// endpointing, in ms.
 	Settings map[string]float64 `json:"settings_ms"`
-	Note     string             `json:"note,omitempty"`
+	// Speculate: the model was asked as soon as the caller's words were
+	// in (runtime.WithSpeculation).
+	Speculate bool   `json:"speculate"`
+	Note      string `json:"note,omitempty"`
 	// VoiceToVoice is from the end of the caller's speech to the agent's
 	// first audio heard; Floor the least the providers and the
 	// endpointing allow; HoldlineShare the difference, turn by turn.
@@ -63,8 +66,9 @@ func (r *latencyRun) report(agent, note string) latencyReport {
 			"transcription":      ms(s.transcription),
 			"endpointing":        ms(s.endpointing),
 		},
-		Note:    note,
-		PerTurn: r.turns,
+		Speculate: s.speculate,
+		Note:      note,
+		PerTurn:   r.turns,
 	}
 	var heard, floor, share []float64
 	at := map[string][]float64{}
@@ -78,7 +82,7 @@ func (r *latencyRun) report(agent, note string) latencyReport {
 		floor = append(floor, t.FloorMS)
 		share = append(share, t.HeardMS-t.FloorMS)
 		prev := 0.0
-		for _, st := range latencyStages {
+		for _, st := range s.stages() {
 			v := t.AtMS[st.name]
 			at[st.name] = append(at[st.name], v)
 			step[st.name] = append(step[st.name], math.Round((v-prev)*10)/10)
@@ -86,7 +90,7 @@ func (r *latencyRun) report(agent, note string) latencyReport {
 		}
 	}
 	rep.VoiceToVoice, rep.Floor, rep.HoldlineShare = stats(heard), stats(floor), stats(share)
-	for _, st := range latencyStages {
+	for _, st := range s.stages() {
 		rep.Stages = append(rep.Stages, latencyStage{Name: st.name, Source: st.source, What: st.what, At: stats(at[st.name]), Step: stats(step[st.name])})
 	}
 	return rep
@@ -107,8 +111,12 @@ func stats(xs []float64) latencyStats {
 func writeLatencyTable(w io.Writer, rep latencyReport) {
 	set := rep.Settings
 	fmt.Fprintf(w, "Voice-to-voice latency: the %s agent, %d of %d turns measured, on %d cores\n", rep.Agent, rep.Measured, rep.Turns, rep.Cores)
-	fmt.Fprintf(w, "providers: first token %s, then a token every %s; speech first audio %s; transcription %s; endpointing %s\n\n",
-		msText(set["ttft"]), msText(set["token_interval"]), msText(set["speech_first_audio"]), msText(set["transcription"]), msText(set["endpointing"]))
+	spec := "on"
+	if !rep.Speculate {
+		spec = "off"
+	}
+	fmt.Fprintf(w, "providers: first token %s, then a token every %s; speech first audio %s; transcription %s; endpointing %s; speculation %s\n\n",
+		msText(set["ttft"]), msText(set["token_interval"]), msText(set["speech_first_audio"]), msText(set["transcription"]), msText(set["endpointing"]), spec)
 	const summary = "%-42s %9s %9s %9s\n"
 	fmt.Fprintf(w, summary, "", "p50", "p95", "max")
 	row := func(name string, s latencyStats) {
@@ -123,8 +131,12 @@ func writeLatencyTable(w io.Writer, rep latencyReport) {
 			tokens = append(tokens, t.FirstPhraseTokens)
 		}
 	}
-	fmt.Fprintln(w, "\nfloor = silence heard (300 ms) + max(endpointing, transcription) + ttft + token interval × (the first phrase's tokens − 1,")
-	fmt.Fprint(w, "        + 1 when more of the answer follows it) + speech first audio")
+	if rep.Speculate {
+		fmt.Fprintln(w, "\nfloor = silence heard (300 ms) + max(endpointing, transcription + answer), the model asked as soon as the words are in")
+	} else {
+		fmt.Fprintln(w, "\nfloor = silence heard (300 ms) + max(endpointing, transcription) + answer, the model asked when the turn has ended")
+	}
+	fmt.Fprint(w, "answer = ttft + token interval × (the first phrase's tokens − 1, + 1 when more of the answer follows it) + speech first audio")
 	if len(tokens) > 0 {
 		fmt.Fprintf(w, "; first phrases of %d to %d tokens", slices.Min(tokens), slices.Max(tokens))
 	}

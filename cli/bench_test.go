@@ -27,16 +27,18 @@ func TestBenchLatencyMeasuresEveryTurnAboveTheFloor(t *testing.T) {
 		t.Fatalf("the JSON: %v\n%s", err, out.String())
 	}
 	t.Logf("progress:\n%s", errs.String())
-	if rep.Agent != "booking" || rep.Turns != 3 || rep.Measured != 3 || len(rep.PerTurn) != 3 || len(rep.Stages) != len(latencyStages) {
-		t.Fatalf("agent %q, %d of %d turns measured, %d turns and %d stages reported; want booking, 3 of 3, 3 and %d",
-			rep.Agent, rep.Measured, rep.Turns, len(rep.PerTurn), len(rep.Stages), len(latencyStages))
+	if rep.Agent != "booking" || rep.Turns != 3 || rep.Measured != 3 || len(rep.PerTurn) != 3 || len(rep.Stages) != len(latencyStages) || !rep.Speculate {
+		t.Fatalf("agent %q, %d of %d turns measured, %d turns and %d stages reported, speculation %v; want booking, 3 of 3, 3 and %d, on",
+			rep.Agent, rep.Measured, rep.Turns, len(rep.PerTurn), len(rep.Stages), rep.Speculate, len(latencyStages))
 	}
 	if rep.VoiceToVoice.P50 < rep.Floor.P50 || rep.HoldlineShare.P50 < 0 {
 		t.Errorf("p50 %v ms against a floor of %v ms (share %v ms): below the least the providers allow", rep.VoiceToVoice.P50, rep.Floor.P50, rep.HoldlineShare.P50)
 	}
 	set := rep.Settings
-	// The floor of the shortest possible first phrase, one token.
-	least := set["endpointing"] + set["ttft"] + set["speech_first_audio"]
+	// The floor of the shortest possible first phrase, one token: the
+	// model is asked once the words are in, and the answer plays once the
+	// turn has ended.
+	least := max(set["endpointing"], set["transcription"]+set["ttft"]+set["speech_first_audio"])
 	for i, turn := range rep.PerTurn {
 		if turn.Error != "" || turn.Said != benchCallerLines[i] {
 			t.Errorf("turn %d: said %q, error %q; want %q measured", i+1, turn.Said, turn.Error, benchCallerLines[i])
@@ -51,10 +53,12 @@ func TestBenchLatencyMeasuresEveryTurnAboveTheFloor(t *testing.T) {
 		}
 		// The stages that follow one another; the others race (the
 		// upload leaves as the detector's verdict goes to the session,
-		// the audio as the session notes that it went).
+		// the audio as the session notes that it went). The model is
+		// asked when the words are in, before the turn has ended, and
+		// nothing plays before it has.
 		for _, chain := range [][]string{
-			{"speech_stopped", "user_turn", "inference_sent", "chat_request", "first_token", "speech_request", "first_audio_sent", "heard"},
-			{"transcription_sent", "transcription_answered", "transcript", "user_turn"},
+			{"transcription_sent", "transcription_answered", "transcript", "model_asked", "chat_request", "first_token", "speech_request", "first_audio_sent", "heard"},
+			{"speech_stopped", "model_asked", "user_turn", "playout_started"},
 			{"first_audio_sent", "playout_started"},
 		} {
 			for k := 1; k < len(chain); k++ {
@@ -74,6 +78,9 @@ func TestBenchLatencyMeasuresEveryTurnAboveTheFloor(t *testing.T) {
 			if d := at[p.to] - at[p.from]; d < p.least-1 {
 				t.Errorf("turn %d: %s %v ms after %s; the provider was told to take %v ms", i+1, p.to, d, p.from, p.least)
 			}
+		}
+		if at["model_asked"] >= at["user_turn"] {
+			t.Errorf("turn %d: the model was asked %v ms after the speech, not before the turn ended at %v ms", i+1, at["model_asked"], at["user_turn"])
 		}
 		if at["user_turn"] < set["endpointing"] {
 			t.Errorf("turn %d: the turn ended %v ms after the speech, within the endpointing of %v ms", i+1, at["user_turn"], set["endpointing"])

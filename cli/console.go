@@ -38,6 +38,8 @@ func (c *cli) consoleCmd(ctx context.Context, args []string) error {
 	audioOut := fs.String("audio-out", "", "record what the agent said to a WAV `FILE` (16 kHz)")
 	var pf providerFlags
 	pf.register(fs)
+	var tf turnFlags
+	tf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -68,7 +70,7 @@ func (c *cli) consoleCmd(ctx context.Context, args []string) error {
 	logger.Info("console", "agent", *name, "engines", prov.roles.String())
 	// Standard error: standard output is the conversation, which scripts read.
 	pf.printEngines(stderr, prov.roles)
-	opts := []runtime.Option{runtime.WithLogger(logger)}
+	opts := append([]runtime.Option{runtime.WithLogger(logger)}, tf.options()...)
 	if *audioOut != "" {
 		f, err := os.Create(*audioOut)
 		if err != nil {

@@ -48,6 +48,8 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 	verbose := fs.Bool("v", false, "log debug detail")
 	var pf providerFlags
 	pf.register(fs)
+	var tf turnFlags
+	tf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -130,7 +132,7 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 	newAgent := pf.agentFunc(fn, true)
 	// One host for the browser's calls and the phone's: one registry, one
 	// cap on the engines, one set of metrics, one HTTP API.
-	hopts := []calls.Option{calls.WithLogger(logger)}
+	hopts := []calls.Option{calls.WithLogger(logger), calls.WithSessionOptions(tf.options()...)}
 	switch {
 	case *maxSessions > 0:
 		hopts = append(hopts, calls.WithMaxCalls(*maxSessions))

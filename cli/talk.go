@@ -32,6 +32,8 @@ func (c *cli) talkCmd(ctx context.Context, args []string) error {
 	verbose := fs.Bool("v", false, "log debug detail to standard error")
 	var pf providerFlags
 	pf.register(fs)
+	var tf turnFlags
+	tf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -62,11 +64,11 @@ func (c *cli) talkCmd(ctx context.Context, args []string) error {
 	// Caller audio at 16 kHz keeps the session's echo canceller on (the
 	// default): its reference is what the session writes to dev, so the
 	// agent hearing itself through the speaker is not a barge-in.
-	sess, err := runtime.New(agent,
+	sess, err := runtime.New(agent, append(tf.options(),
 		runtime.WithLogger(logger),
 		runtime.WithOutput(dev, dev.Rate()),
 		engine.WithInput(engine.InputConfig{Rate: media.Rate16k}),
-	)
+	)...)
 	if err != nil {
 		return err
 	}
