@@ -29,6 +29,9 @@ type metrics struct {
 	responseLatency prometheus.Histogram
 	toolDuration    *prometheus.HistogramVec
 	rejected        *prometheus.CounterVec
+	callerTurns     *prometheus.CounterVec
+	speculations    *prometheus.CounterVec
+	speculationWon  prometheus.Histogram
 }
 
 func newMetrics(h *Host) *metrics {
@@ -84,9 +87,23 @@ func newMetrics(h *Host) *metrics {
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "holdline_requests_rejected_total", Help: "Session requests refused, by HTTP status.",
 		}, []string{"status"}),
+		callerTurns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "holdline_caller_turns_total", Help: "The caller's turns, by input: speech, or typed (injected text, a key).",
+		}, []string{"input"}),
+		speculations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "holdline_speculations_total",
+			Help: "Speculative answers (asked before the caller's turn ended), by outcome: used, or discarded because the caller went on. " +
+				"The hit rate is used over holdline_caller_turns_total{input=\"speech\"}.",
+		}, []string{"outcome"}),
+		speculationWon: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "holdline_speculation_won_seconds",
+			Help:    "How much sooner a speculative answer that was used asked the model than the turn's end would have.",
+			Buckets: []float64{.05, .1, .2, .3, .4, .5, .75, 1, 2},
+		}),
 	}
 	m.reg.MustRegister(m.sessionsActive, m.sessionsTotal, m.resumesTotal, m.connectionsLost, m.turnsTotal,
 		m.bargeIns, m.toolOutcomes, m.providerErrors, m.sttTurnsDropped, m.echoPaths, m.echoGain, m.responseLatency, m.toolDuration, m.rejected,
+		m.callerTurns, m.speculations, m.speculationWon,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
 		frameCollector{h})
 	return m
@@ -157,6 +174,16 @@ func (o *observer) observe(e events.Event) {
 		if e.Reason == "injected" || o.turnEnd == 0 {
 			o.turnEnd = e.At
 		}
+		input := "typed"
+		if e.Reason == "speech" {
+			input = "speech"
+		}
+		m.callerTurns.WithLabelValues(input).Inc()
+	case events.SpeculationUsed:
+		m.speculations.WithLabelValues("used").Inc()
+		m.speculationWon.Observe(e.Delay.Seconds())
+	case events.SpeculationDiscarded:
+		m.speculations.WithLabelValues("discarded").Inc()
 	case events.SpeechStarted:
 		o.turnEnd = 0
 	case events.TurnStarted:

@@ -2,6 +2,7 @@ package calls
 
 import (
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -24,6 +25,35 @@ func TestDroppedTurnsAreCountedApartFromOtherRecogniserErrors(t *testing.T) {
 	}
 	if got := counterValue(t, m.providerErrors.WithLabelValues("stt")); got != 2 {
 		t.Errorf("stt provider errors = %v; want 2", got)
+	}
+}
+
+// TestSpeculationsAreCountedWithTheCallersTurns checks the figures the
+// hit rate of speculative answers comes from: spoken turns, speculations
+// used and discarded, and the time won.
+func TestSpeculationsAreCountedWithTheCallersTurns(t *testing.T) {
+	m := newMetrics(&Host{})
+	o := m.observer("sip")
+	o.observe(events.Event{Kind: events.SpeculationStarted})
+	o.observe(events.Event{Kind: events.SpeculationDiscarded, Reason: "speech"})
+	o.observe(events.Event{Kind: events.SpeculationStarted})
+	o.observe(events.Event{Kind: events.UserTurn, Reason: "speech"})
+	o.observe(events.Event{Kind: events.SpeculationUsed, Delay: 300 * time.Millisecond})
+	o.observe(events.Event{Kind: events.UserTurn, Reason: "injected"})
+	for name, c := range map[string]prometheus.Counter{
+		"speech turns": m.callerTurns.WithLabelValues("speech"), "typed turns": m.callerTurns.WithLabelValues("typed"),
+		"used": m.speculations.WithLabelValues("used"), "discarded": m.speculations.WithLabelValues("discarded"),
+	} {
+		if got := counterValue(t, c); got != 1 {
+			t.Errorf("%s = %v; want 1", name, got)
+		}
+	}
+	var h dto.Metric
+	if err := m.speculationWon.Write(&h); err != nil {
+		t.Fatal(err)
+	}
+	if h.GetHistogram().GetSampleCount() != 1 || h.GetHistogram().GetSampleSum() != 0.3 {
+		t.Errorf("time won: %d samples, sum %v; want one of 0.3 s", h.GetHistogram().GetSampleCount(), h.GetHistogram().GetSampleSum())
 	}
 }
 
