@@ -380,36 +380,35 @@ type latencyRun struct {
 	turns []latencyTurn
 }
 
-// latencyStage names one stage of a turn.
-type latencyStageName struct{ name, source, what string }
+// latencyStageName is one stage of a turn, and the stage it follows: its
+// step is the time from that one.
+type latencyStageName struct{ name, source, what, after string }
 
-// The stages of a turn, in the order they happen, each timed from the end
-// of the caller's speech: from the session's events (which the caller
-// receives on the data channel), from the provider's side (the fake
-// server's records) and at the caller. With speculation the model is asked
-// before the caller's turn has ended.
+// The stages of a turn, each timed from the end of the caller's speech:
+// from the session's events (which the caller receives on the data
+// channel), from the provider's side (the fake server's records) and at
+// the caller. With speculation the model is asked as soon as the words are
+// in, and the caller's turn ends while it answers.
 var (
 	latencyStages = []latencyStageName{
-		{"speech_stopped", "event", "the detector heard the caller stop"},
-		{"transcription_sent", "server", "the utterance reached the recogniser"},
-		{"transcription_answered", "server", "the recogniser answered"},
-		{"transcript", "event", "the session had the words"},
-		{"user_turn", "event", "the caller's turn ended"},
-		{"model_asked", "event", "the model was asked (inference_sent)"},
-		{"chat_request", "server", "the request reached the model"},
-		{"first_token", "server", "the model's first token left"},
-		{"speech_request", "server", "the first phrase reached the voice"},
-		{"first_audio_sent", "server", "the voice's first audio left"},
-		{"playout_started", "event", "the first audio went to the line"},
-		{"heard", "client", "the caller heard it"},
+		{"speech_stopped", "event", "the detector heard the caller stop", ""},
+		{"transcription_sent", "server", "the utterance reached the recogniser", "speech_stopped"},
+		{"transcription_answered", "server", "the recogniser answered", "transcription_sent"},
+		{"transcript", "event", "the session had the words", "transcription_answered"},
+		{"user_turn", "event", "the caller's turn ended", "speech_stopped"},
+		{"model_asked", "event", "the model was asked (inference_sent)", "user_turn"},
+		{"chat_request", "server", "the request reached the model", "model_asked"},
+		{"first_token", "server", "the model's first token left", "chat_request"},
+		{"speech_request", "server", "the first phrase reached the voice", "first_token"},
+		{"first_audio_sent", "server", "the voice's first audio left", "speech_request"},
+		{"playout_started", "event", "the first audio went to the line", "first_audio_sent"},
+		{"heard", "client", "the caller heard it", "playout_started"},
 	}
-	speculativeStages = []latencyStageName{
-		latencyStages[0], latencyStages[1], latencyStages[2], latencyStages[3],
-		{"model_asked", "event", "the model was asked (speculation_started)"},
-		latencyStages[6], latencyStages[7], latencyStages[8], latencyStages[9],
-		latencyStages[4],
-		latencyStages[10], latencyStages[11],
-	}
+	speculativeStages = func() []latencyStageName {
+		st := slices.Clone(latencyStages)
+		st[5] = latencyStageName{"model_asked", "event", "the model was asked (speculation_started)", "transcript"}
+		return st
+	}()
 )
 
 // stages are the stages of the run's turns, in the order they happen.

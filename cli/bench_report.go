@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -46,11 +47,14 @@ type latencyStats struct {
 // after the end of the caller's speech, and how long it took after the
 // stage before.
 type latencyStage struct {
-	Name   string       `json:"name"`
-	Source string       `json:"source"` // event, server or client
-	What   string       `json:"what"`
-	At     latencyStats `json:"at"`
-	Step   latencyStats `json:"step"`
+	Name   string `json:"name"`
+	Source string `json:"source"` // event, server or client
+	What   string `json:"what"`
+	// After is the stage it follows, which Step is timed from ("": the
+	// end of the speech).
+	After string       `json:"after,omitempty"`
+	At    latencyStats `json:"at"`
+	Step  latencyStats `json:"step"`
 }
 
 func (r *latencyRun) report(agent, note string) latencyReport {
@@ -81,18 +85,19 @@ func (r *latencyRun) report(agent, note string) latencyReport {
 		heard = append(heard, t.HeardMS)
 		floor = append(floor, t.FloorMS)
 		share = append(share, t.HeardMS-t.FloorMS)
-		prev := 0.0
 		for _, st := range s.stages() {
 			v := t.AtMS[st.name]
 			at[st.name] = append(at[st.name], v)
-			step[st.name] = append(step[st.name], math.Round((v-prev)*10)/10)
-			prev = v
+			step[st.name] = append(step[st.name], math.Round((v-t.AtMS[st.after])*10)/10)
 		}
 	}
 	rep.VoiceToVoice, rep.Floor, rep.HoldlineShare = stats(heard), stats(floor), stats(share)
 	for _, st := range s.stages() {
-		rep.Stages = append(rep.Stages, latencyStage{Name: st.name, Source: st.source, What: st.what, At: stats(at[st.name]), Step: stats(step[st.name])})
+		rep.Stages = append(rep.Stages, latencyStage{Name: st.name, Source: st.source, What: st.what, After: st.after,
+			At: stats(at[st.name]), Step: stats(step[st.name])})
 	}
+	// In the order they happened, on the whole.
+	slices.SortStableFunc(rep.Stages, func(a, b latencyStage) int { return cmp.Compare(a.At.P50, b.At.P50) })
 	return rep
 }
 
@@ -142,12 +147,16 @@ func writeLatencyTable(w io.Writer, rep latencyReport) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w)
-	const stage = "%-22s %-6s %9s %9s %9s %9s %9s"
-	fmt.Fprintf(w, stage+"\n", "stage", "from", "at p50", "p95", "max", "step p50", "p95")
+	const stage = "%-22s %-6s %9s %9s %9s %9s %9s   %-22s"
+	fmt.Fprintf(w, stage+"\n", "stage", "from", "at p50", "p95", "max", "step p50", "p95", "step after")
 	for _, s := range rep.Stages {
-		fmt.Fprintf(w, stage+"   %s\n", s.Name, s.Source, msText(s.At.P50), msText(s.At.P95), msText(s.At.Max), msText(s.Step.P50), msText(s.Step.P95), s.What)
+		after := s.After
+		if after == "" {
+			after = "end of speech"
+		}
+		fmt.Fprintf(w, stage+" %s\n", s.Name, s.Source, msText(s.At.P50), msText(s.At.P95), msText(s.At.Max), msText(s.Step.P50), msText(s.Step.P95), after, s.What)
 	}
-	fmt.Fprintln(w, "\nat: after the end of the caller's speech; step: after the stage above")
+	fmt.Fprintln(w, "\nat: after the end of the caller's speech; step: after the stage it follows")
 }
 
 // msText is a duration in ms as the table prints it.
