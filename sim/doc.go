@@ -55,6 +55,23 @@
 // so such runs too are replayable from their seed, as long as the bodies
 // are (no I/O leaving the bubble).
 //
+// # Speculative answers
+//
+// As in a session, the model is asked as soon as the caller's words are in,
+// while the silence that ends their turn still runs (runtime.WithSpeculation):
+// the scripted edges hold the speculative answer's audio, play it from the
+// moment the turn ends on the same words, or discard it when the caller goes
+// on, and its scripted response then goes to the next request, so a file's
+// `model` list stays one entry per answer the caller can hear. A tool
+// declared `speculative: true` (tools.WithSpeculative) is a read that may
+// start on a speculative answer. `speculate: false` turns speculation off
+// for a file timed for answers asked at the end of the turn; Options.Speculate
+// (holdline simulate --speculate=true|false) sets it for every file, and a
+// file made to run otherwise than it says is checked against the invariants
+// only, its expectations being written for its own timing. Result.Speculation
+// counts the spoken turns, the speculative answers used and discarded, and the
+// tool bodies started for discarded ones.
+//
 // # Reports
 //
 // Result.Report writes a file's outcome for a person: the failing runs
@@ -84,7 +101,10 @@
 //   - an interrupted turn's audio is flushed in the same step;
 //   - max_stall: a finished user turn, injected input, or a result whose
 //     turn is complete and whose floor is free is carried by a model request
-//     within expect.max_stall.
+//     within expect.max_stall (a speculative request carries the turn from
+//     the moment it is used);
+//   - no tool body starts for a turn that was never committed (a discarded
+//     speculative answer), except reads declared speculative.
 //
 // # Defaults
 //
@@ -92,6 +112,7 @@
 //
 //	seed                     1
 //	timeout                  30s (virtual; work still in flight then is a hang)
+//	speculate                true: speculative answers, as a session gives
 //	agent.instructions       "You are a helpful voice agent."
 //	agent.tools[].effect     mutation
 //	agent.tools[].on_interrupt  by effect: read → complete, mutation → defer
@@ -101,6 +122,8 @@
 //	agent.tools[].error      "" (succeeds)
 //	agent.tools[].ignores_cancel, hang  false
 //	agent.tools[].dedupe     true (at most once for mutations)
+//	agent.tools[].speculative  false (true: a read that may start on a
+//	                         speculative answer)
 //	tools.NAME.duration, result, error, hang, ignores_cancel
 //	                         as agent.tools[]; a Go tool without a script is
 //	                         never called (or runs its body: WithRealTools)
