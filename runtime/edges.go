@@ -99,7 +99,7 @@ func (g generation) read(ctx context.Context, req llm.Request, pieces chan<- pie
 	agent := g.s.currentAgent()
 	var (
 		calls   llm.CallAccumulator
-		chunker tts.Chunker
+		chunker = tts.Chunker{MinFirstPhraseWords: g.s.cfg.FirstPhraseWords}
 		said    bool
 		err     error
 	)

@@ -118,6 +118,23 @@ func WithSpeculation(on bool) Option {
 	}
 }
 
+// WithFirstPhrase sets how many words the first phrase of an answer needs
+// before it may go to the voice at a comma, colon, semicolon or dash
+// rather than at the end of its sentence (default
+// tts.DefaultMinFirstPhraseWords, 4). Fewer words start the first audio
+// sooner, by a token's time per word, but a very short phrase is spoken on
+// its own, with the voice's intonation of a whole utterance; words < 0
+// waits for the end of the first sentence.
+func WithFirstPhrase(words int) Option {
+	return func(c *engine.Settings) error {
+		if words == 0 {
+			return errors.New("runtime: WithFirstPhrase(0): a phrase needs a word; a negative count waits for the sentence's end")
+		}
+		c.FirstPhraseWords = words
+		return nil
+	}
+}
+
 // sinkDrain bounds how long Run waits, at its end, for the event sinks to
 // take the last events.
 const sinkDrain = 2 * time.Second

@@ -8,7 +8,7 @@ import (
 )
 
 // DefaultMinFirstPhraseWords is the number of words the first phrase needs
-// before a Chunker may end it at a comma, semicolon or colon.
+// before a Chunker may end it at a comma, semicolon, colon or dash.
 const DefaultMinFirstPhraseWords = 4
 
 // Chunker cuts text streamed from a model into phrases that can be spoken
@@ -20,7 +20,9 @@ const DefaultMinFirstPhraseWords = 4
 // ends nothing, and one inside a number or time such as 3.5 or 7.30 is not
 // followed by whitespace so ends nothing either. To shorten the time to
 // first audio, the first phrase may also end at a comma, semicolon or colon
-// followed by whitespace once it has MinFirstPhraseWords words.
+// followed by whitespace, or at a dash set off by spaces (" — ", " – ",
+// " - "), once it has MinFirstPhraseWords words; not at a comma that ends a
+// one-word item of a list ("margherita, pepperoni, veggie").
 //
 // A cut is only decided once the text after it has arrived, so the phrases
 // are the same however the text is split into deltas. Phrases are trimmed,
@@ -31,7 +33,7 @@ const DefaultMinFirstPhraseWords = 4
 // The zero value is ready to use. A Chunker is not safe for concurrent use.
 type Chunker struct {
 	// MinFirstPhraseWords is how many words the first phrase needs before
-	// it may end at a comma, semicolon or colon. 0 means
+	// it may end at a comma, semicolon, colon or dash. 0 means
 	// DefaultMinFirstPhraseWords; a negative value turns early cuts off.
 	MinFirstPhraseWords int
 
@@ -99,13 +101,25 @@ func (c *Chunker) nextCut() (int, bool) {
 				}
 			}
 			i = j
+		case isDash(r) && i > 0 && b[i-1] == ' ' && c.earlyCuts():
+			// A dash set off by spaces ends a clause; one inside a word
+			// ("well-known", "7-9") does not.
+			if end == len(b) || !utf8.FullRune(b[end:]) {
+				c.scanned = i
+				return 0, false
+			}
+			next, _ := utf8.DecodeRune(b[end:])
+			if unicode.IsSpace(next) && countWords(b[:i]) >= c.minWords() && speakable(b[:i]) {
+				return end, true
+			}
+			i = end
 		case (r == ',' || r == ';' || r == ':') && c.earlyCuts():
 			if end == len(b) || !utf8.FullRune(b[end:]) {
 				c.scanned = i
 				return 0, false
 			}
 			next, _ := utf8.DecodeRune(b[end:])
-			if unicode.IsSpace(next) && countWords(b[:end]) >= c.minWords() && speakable(b[:end]) {
+			if unicode.IsSpace(next) && countWords(b[:end]) >= c.minWords() && speakable(b[:end]) && !(r == ',' && inList(b[:i])) {
 				return end, true
 			}
 			i = end
@@ -142,6 +156,16 @@ func skipClosing(b []byte, i int) (int, bool) {
 	}
 	return i, false
 }
+
+// inList reports whether the comma after b ends a one-word item after an
+// earlier comma ("margherita, pepperoni,"): a list goes on, and a voice
+// reading half of it as a phrase of its own gets the intonation wrong.
+func inList(b []byte) bool {
+	prev := bytes.LastIndexByte(b, ',')
+	return prev >= 0 && countWords(b[prev+1:]) == 1
+}
+
+func isDash(r rune) bool { return r == '—' || r == '–' || r == '-' }
 
 func isSentenceEnd(r rune) bool { return r == '.' || r == '!' || r == '?' || r == '…' }
 

@@ -86,6 +86,11 @@ type Settings struct {
 	// StallTimeout bounds a provider stream that sends nothing
 	// (WithStallTimeout).
 	StallTimeout time.Duration
+	// FirstPhraseWords is how many words the first phrase of an answer
+	// needs before it may go to the voice at a comma, colon, semicolon or
+	// dash (runtime.WithFirstPhrase; 0: tts.DefaultMinFirstPhraseWords,
+	// negative: only at a sentence's end).
+	FirstPhraseWords int
 	// Journal is the write-ahead journal of mutations (runtime.WithJournal;
 	// default: a tools.MemoryJournal).
 	Journal tools.Journal
