@@ -98,7 +98,9 @@ type Event struct {
 	// events.
 	Played time.Duration `json:"played_ns,omitempty"`
 	// Delay and GainDB are the line's echo path, for echo_path events;
-	// Delay is also the time a speculative answer won (speculation_used).
+	// Delay is also the time a speculative answer won (speculation_used)
+	// and, for a spoken user_turn, the endpointing silence it waited
+	// after the detector heard the speech end.
 	Delay  time.Duration `json:"delay_ns,omitempty"`
 	GainDB float64       `json:"gain_db,omitempty"`
 }

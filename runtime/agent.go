@@ -82,7 +82,7 @@ const (
 
 // describe is what the session core knows of a: no providers.
 func (a *Agent) describe() engine.Agent {
-	return engine.Agent{Name: a.Name, Instructions: a.Instructions, Tools: a.Tools, DTMFEventOnly: a.DTMF == DTMFEventOnly}
+	return engine.Agent{Name: a.Name, Instructions: a.Instructions, Tools: a.Tools, DTMFEventOnly: a.DTMF == DTMFEventOnly, Phrases: a.Phrases}
 }
 
 // find returns the agent named name among a and the agents reachable

@@ -103,6 +103,23 @@ func WithEndpointing(d time.Duration) Option {
 	return positive("endpointing", d, func(c *engine.Settings) { c.Endpointing = d })
 }
 
+// WithEndpointingRange lets the caller's words choose how long a silence
+// ends their turn, from min to max: min after words that make a complete
+// request (one of the agent's Phrases, or a sentence the recogniser
+// ended), max after words that leave it open (a last "and", "um", "so",
+// "the"), and the endpointing of WithEndpointing (kept within the range)
+// otherwise and until the recogniser has the words. A caller who says what
+// they want is answered sooner; one who pauses mid-thought is not cut off.
+func WithEndpointingRange(min, max time.Duration) Option {
+	return func(c *engine.Settings) error {
+		if min <= 0 || max < min {
+			return fmt.Errorf("runtime: endpointing range %v..%v: want 0 < min <= max", min, max)
+		}
+		c.EndpointingMin, c.EndpointingMax = min, max
+		return nil
+	}
+}
+
 // WithSpeculation turns speculative answers on (the default) or off. On,
 // the model is asked as soon as the caller's final words are in, while the
 // silence that ends their turn still runs; the answer is prepared, its

@@ -16,6 +16,9 @@ type Agent struct {
 	// DTMFEventOnly leaves a key the caller pressed an event alone; by
 	// default it is also a user turn, written as DTMFText says.
 	DTMFEventOnly bool
+	// Phrases are what callers say to the agent: a turn whose words are
+	// one of them is complete (Config.EndpointingMin).
+	Phrases []string
 }
 
 // DTMFText is the user turn a key press becomes (see Agent.DTMFEventOnly).

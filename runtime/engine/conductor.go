@@ -58,6 +58,8 @@ type conductor struct {
 	endpointTimer  Timer
 	timerID        uint64
 	endpointID     uint64
+	// silentSince is when the caller's latest silence began.
+	silentSince time.Time
 	// transcriptID is the pending wait for a final transcript after the
 	// caller's silence already ended the turn.
 	transcriptID uint64
@@ -437,11 +439,19 @@ func (c *conductor) onSpeechStopped(in UserSpeechStopped) {
 // startEndpoint starts the silence that ends the caller's turn, of which
 // heard has passed already.
 func (c *conductor) startEndpoint(heard time.Duration) {
+	c.silentSince = c.clock.Now().Add(-heard)
+	c.armEndpoint()
+}
+
+// armEndpoint (re)starts the wait for the end of the caller's turn: the
+// silence their words call for (endpointFor), counted from silentSince.
+func (c *conductor) armEndpoint() {
 	c.stopEndpoint()
 	c.timerID++
 	id := c.timerID
 	c.endpointID = id
-	c.endpointTimer = c.clock.AfterFunc(max(c.cfg.Endpointing-heard, 0), func() { c.post(timerFired{id: id}) })
+	wait := c.silentSince.Add(c.endpointFor()).Sub(c.clock.Now())
+	c.endpointTimer = c.clock.AfterFunc(max(wait, 0), func() { c.post(timerFired{id: id}) })
 }
 
 func (c *conductor) stopEndpoint() {
@@ -479,11 +489,20 @@ func (c *conductor) onTranscript(tr UserTranscript) {
 	switch {
 	case c.userSpeaking:
 	case c.transcriptID != 0:
+		if c.endpointRanged() && c.clock.Now().Sub(c.silentSince) < c.endpointFor() {
+			// Words that leave the turn open ("and…") still get the
+			// longer silence.
+			c.armEndpoint()
+			break
+		}
 		c.finishUserTurn()
 	case c.endpointID == 0:
 		// Words the VAD did not catch as speech: they still make a turn,
 		// once the usual silence has passed.
 		c.startEndpoint(0)
+	case c.endpointRanged():
+		// The words choose how long the silence must last.
+		c.armEndpoint()
 	}
 	if !c.userSpeaking && c.endpointID != 0 {
 		c.speculate()
@@ -523,7 +542,11 @@ func (c *conductor) finishUserTurn() {
 	conf := c.userConfidence
 	c.userFinals, c.userConfidence, c.wordsSinceSpeech = nil, 0, false
 	c.stopEndpoint()
-	c.emit(events.Event{Kind: events.UserTurn, Text: text, Reason: "speech"})
+	ev := events.Event{Kind: events.UserTurn, Text: text, Reason: "speech"}
+	if !c.silentSince.IsZero() {
+		ev.Delay = c.clock.Now().Sub(c.silentSince)
+	}
+	c.emit(ev)
 	c.cut("user_turn")
 	c.chat = append(c.chat, &entry{item: c.userItem(text, conf)})
 	if c.useSpeculation(text) {

@@ -30,6 +30,13 @@ type Config struct {
 	// Endpointing is how long the caller must be silent before their
 	// turn ends (default DefaultEndpointing).
 	Endpointing time.Duration
+	// EndpointingMin and EndpointingMax, when set, let the caller's words
+	// choose the silence: EndpointingMin after words that make a complete
+	// request (one of the agent's Phrases, or a sentence's end),
+	// EndpointingMax after words that leave it open ("and", "um", "so"),
+	// and Endpointing, kept within them, otherwise and until the words are
+	// in.
+	EndpointingMin, EndpointingMax time.Duration
 	// TranscriptTimeout bounds the wait for a final transcript once the
 	// caller's silence has ended their turn (default
 	// DefaultTranscriptTimeout); a turn whose words do not come in time is
@@ -58,6 +65,11 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Endpointing <= 0 {
 		c.Endpointing = DefaultEndpointing
+	}
+	if c.EndpointingMin > 0 && c.EndpointingMax >= c.EndpointingMin {
+		c.Endpointing = min(max(c.Endpointing, c.EndpointingMin), c.EndpointingMax)
+	} else {
+		c.EndpointingMin, c.EndpointingMax = 0, 0
 	}
 	if c.TranscriptTimeout <= 0 {
 		c.TranscriptTimeout = DefaultTranscriptTimeout
