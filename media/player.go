@@ -147,6 +147,11 @@ type Player struct {
 	// returns passes it on, so that one send after a Flush releases every
 	// waiter that can go, without waking all of them on every tick.
 	wake chan struct{}
+	// kick asks Run to write a frame at once: audio came to an idle
+	// output, which need not wait up to a frame period for the next tick.
+	kick chan struct{}
+	// wrote: the last tick handed audio to the sink (Run's goroutine).
+	wrote bool
 
 	mu       sync.Mutex
 	ring     []int16 // queued samples: count of them from head, wrapping
@@ -196,6 +201,7 @@ func NewPlayer(sink Sink, opts ...PlayerOption) (*Player, error) {
 		epochStart:  c.epochStart,
 		idleSilence: c.idleSilence,
 		wake:        make(chan struct{}, 1),
+		kick:        make(chan struct{}, 1),
 		ring:        make([]int16, SamplesFor(c.rate, c.bufferDur)),
 		segs:        make([]segment, playerSegments),
 		frame:       make([]int16, frameLen),
@@ -225,8 +231,12 @@ func (p *Player) Enqueue(ctx context.Context, epoch uint64, samples []int16) err
 		}
 		done := epoch <= p.flushed.Load()
 		if !done {
+			idle := p.count == 0
 			samples = samples[p.push(epoch, samples):]
 			done = len(samples) == 0
+			if idle && p.count > 0 {
+				p.kickLocked()
+			}
 		}
 		if done {
 			if woken && p.waiters > 0 {
@@ -431,14 +441,25 @@ func (p *Player) Hold(epoch uint64) {
 	p.mu.Unlock()
 }
 
-// Release ends a Hold of epoch: its audio plays from the next frame on. It
-// does nothing if epoch is not the one held.
+// Release ends a Hold of epoch: its audio plays at once. It does nothing if
+// epoch is not the one held.
 func (p *Player) Release(epoch uint64) {
 	p.mu.Lock()
 	if p.held == epoch {
 		p.held = 0
+		if p.count > 0 {
+			p.kickLocked()
+		}
 	}
 	p.mu.Unlock()
+}
+
+// kickLocked asks Run for a frame now, if it is not already asked.
+func (p *Player) kickLocked() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
 }
 
 // Pause holds playout where it is, from the next frame on: the queue keeps
@@ -494,10 +515,33 @@ func (p *Player) Run(ctx context.Context) error {
 	defer t.Stop()
 	start := time.Now()
 	var written int64 // frame periods done since start
+	select {
+	case <-p.kick: // audio queued before Run plays on the schedule
+	default:
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-p.kick:
+			// Audio came to an output idle for a period: it leaves now, and the
+			// schedule follows from here, rather than waiting up to a
+			// frame period for the next tick. (The frame before was
+			// silence or nothing; one sent early is within what a
+			// jitter buffer takes.)
+			if p.Paused() || p.wrote {
+				// Mid-utterance (the last frame had audio) the next
+				// frame keeps the period: a voice must not speed up.
+				continue
+			}
+			if err := p.tick(); err != nil {
+				return err
+			}
+			if p.wrote {
+				written++
+				start = time.Now().Add(-time.Duration(written) * p.frameDur)
+				t.Reset(p.frameDur)
+			}
 		case <-t.C:
 			due := int64(time.Since(start) / p.frameDur)
 			if behind := due - written; behind > MaxCatchUp {
@@ -578,6 +622,7 @@ func (p *Player) tick() error {
 		p.uncredit(epoch, int64(n))
 		n = 0
 	}
+	p.wrote = n > 0
 	var f Frame
 	switch {
 	case n > 0:

@@ -431,12 +431,14 @@ func TestPlayerEnqueueLargerThanBuffer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p, sink, _ := newTestPlayer(t, WithBufferDuration(5*testFrame))
 		startPlayer(t, p)
+		synctest.Wait() // Run is waiting for its first period
 		start := time.Now()
 		audio := tagged(1, 0, 12*frameLen)
 		enqueue(t, p, 1, audio) // blocks while playout drains the buffer
-		// It fits once 7 frames have been played.
-		if got := time.Since(start); got != 7*testFrame {
-			t.Errorf("Enqueue of 12 frames into 5 returned after %v, want %v", got, 7*testFrame)
+		// It fits once 7 frames have been played: the first at once (the
+		// output was idle), then one a period.
+		if got := time.Since(start); got != 6*testFrame {
+			t.Errorf("Enqueue of 12 frames into 5 returned after %v, want %v", got, 6*testFrame)
 		}
 		time.Sleep(6 * testFrame)
 		if got := audioOf(sink.written(), 1); !slices.Equal(got, audio) {
@@ -623,11 +625,18 @@ func TestPlayerIdleSilence(t *testing.T) {
 		p, sink, _ := newTestPlayer(t, WithIdleSilence(true), WithPlayerRate(Rate48k), WithFrameDuration(10*time.Millisecond))
 		startPlayer(t, p)
 		time.Sleep(3*10*time.Millisecond + time.Millisecond)
+		queued := time.Now()
 		enqueue(t, p, 7, tagged(7, 0, 240)) // half a frame
 		time.Sleep(3 * 10 * time.Millisecond)
+		synctest.Wait()
+		// Three silent frames; the audio, at once rather than at the next
+		// period; and three periods from it on.
 		frames := sink.written()
-		if len(frames) != 6 {
-			t.Fatalf("%d frames in 6 periods, want 6", len(frames))
+		if len(frames) != 7 {
+			t.Fatalf("%d frames in 6 periods with audio queued in between, want 7", len(frames))
+		}
+		if !frames[3].at.Equal(queued) {
+			t.Errorf("the audio left %v after it was queued, want at once", frames[3].at.Sub(queued))
 		}
 		for i, f := range frames {
 			wantEpoch := uint64(0)
@@ -1013,4 +1022,39 @@ func TestPlayerFlushDropsAHeldEpoch(t *testing.T) {
 	if calls := done.get(); len(calls) != 1 || calls[0].epoch != 2 {
 		t.Errorf("done calls %+v, want epoch 2 only", calls)
 	}
+}
+
+func TestPlayerAudioToAnIdleOutputLeavesAtOnce(t *testing.T) {
+	// A turn's first audio does not wait for the next frame period of an
+	// idle output, nor does a held turn's when it is released; the frames
+	// after it keep the period.
+	synctest.Test(t, func(t *testing.T) {
+		p, sink, _ := newTestPlayer(t)
+		startPlayer(t, p)
+		time.Sleep(testFrame*5 + 7*time.Millisecond)
+		queued := time.Now()
+		enqueue(t, p, 1, tagged(1, 0, 3*frameLen))
+		time.Sleep(3 * testFrame)
+		synctest.Wait()
+		frames := sink.written()
+		if len(frames) != 3 || !frames[0].at.Equal(queued) {
+			t.Fatalf("%d frames, the first %v after the audio was queued; want 3, the first at once", len(frames), frames[0].at.Sub(queued))
+		}
+		for i := 1; i < len(frames); i++ {
+			if d := frames[i].at.Sub(frames[i-1].at); d != testFrame {
+				t.Errorf("frame %d left %v after the one before, want %v", i, d, testFrame)
+			}
+		}
+
+		p.Hold(2)
+		enqueue(t, p, 2, tagged(2, 0, frameLen))
+		time.Sleep(testFrame*2 + 3*time.Millisecond)
+		released := time.Now()
+		p.Release(2)
+		synctest.Wait()
+		frames = sink.written()
+		if last := frames[len(frames)-1]; last.epoch != 2 || !last.at.Equal(released) {
+			t.Errorf("the released turn's audio: epoch %d left %v after the release; want epoch 2 at once", last.epoch, last.at.Sub(released))
+		}
+	})
 }
