@@ -343,10 +343,17 @@ func (r *run) userReady(u UserAction) time.Duration {
 		return u.At + speech + r.sc.VAD.Endpointing + engine.DefaultTranscriptTimeout
 	}
 	transcript := u.At + speech + r.sc.STT.Latency
-	if speech > r.sc.VAD.Onset {
-		return max(u.At+speech+r.sc.VAD.Endpointing, transcript)
+	// The silence the words call for, as the core judges them.
+	vad := r.sc.VAD
+	cfg := engine.Config{Endpointing: vad.Endpointing, EndpointingMin: vad.EndpointingMin, EndpointingMax: vad.EndpointingMax}
+	if vad.EndpointingMax > 0 {
+		cfg.Endpointing = min(max(vad.Endpointing, vad.EndpointingMin), vad.EndpointingMax)
 	}
-	return transcript + r.sc.VAD.Endpointing
+	silence := cfg.EndpointFor(u.Say+u.Backchannel, nil)
+	if speech > r.sc.VAD.Onset {
+		return max(u.At+speech+silence, transcript)
+	}
+	return transcript + silence
 }
 
 // isolated reports whether no other caller action falls within user action

@@ -139,6 +139,10 @@
 //	vad.endpointing          500ms of silence ends the caller's turn (the
 //	                         detector's 240ms, or half when shorter, then the
 //	                         core's endpointing timer)
+//	vad.endpointing_min, _max  not set; set together, the caller's words choose
+//	                         the silence: min after a complete request (a
+//	                         sentence's end), max after words that leave it
+//	                         open ("and", "um"), endpointing otherwise
 //	line.echo                none: a clean line
 //	line.echo.delay          120ms
 //	line.echo.gain_db        -6 (only echo louder than -3 dB reaches the detector)

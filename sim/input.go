@@ -58,7 +58,11 @@ type sound struct {
 // ends speech, in whole frames. The scenario's endpointing counts from the
 // end of speech, so the core's own endpointing timer takes the rest.
 func minSilence(sc *Scenario) time.Duration {
-	d := min(vad.DefaultMinSilence, sc.VAD.Endpointing/2)
+	least := sc.VAD.Endpointing
+	if sc.VAD.EndpointingMin > 0 {
+		least = min(least, sc.VAD.EndpointingMin)
+	}
+	d := min(vad.DefaultMinSilence, least/2)
 	return max(d/frameLen*frameLen, time.Nanosecond)
 }
 

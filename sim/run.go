@@ -119,6 +119,19 @@ func runOnce(sc *Scenario, seed int64, cache toolCache) *Run {
 	return r.out
 }
 
+// coreConfig is the core's configuration for the run: the scenario's
+// endpointing counts from the end of speech, the core's from the
+// detector's verdict, a minSilence later.
+func (r *run) coreConfig() engine.Config {
+	sc, hangover := r.sc, minSilence(r.sc)
+	cfg := engine.Config{ID: "sim", Clock: r.sched.clock, Endpointing: sc.VAD.Endpointing - hangover,
+		Logger: slog.New(slog.DiscardHandler), NoSpeculation: !sc.Speculate}
+	if sc.VAD.EndpointingMax > 0 {
+		cfg.EndpointingMin, cfg.EndpointingMax = sc.VAD.EndpointingMin-hangover, sc.VAD.EndpointingMax-hangover
+	}
+	return cfg
+}
+
 // start builds a run of sc and starts its core; on failure the run's
 // violations say why and it has no core.
 func start(sc *Scenario, seed int64, cache toolCache) *run {
@@ -157,8 +170,7 @@ func start(sc *Scenario, seed int64, cache toolCache) *run {
 	core, err := engine.NewCore(agent, r.edges,
 		func(in engine.Input) { r.sched.at(r.sched.now(), srcPosted, func() { r.handle(in) }) },
 		func(e events.Event) { r.out.Events = append(r.out.Events, e) },
-		engine.Config{ID: "sim", Clock: r.sched.clock, Endpointing: sc.VAD.Endpointing - minSilence(sc), Logger: slog.New(slog.DiscardHandler),
-			NoSpeculation: !sc.Speculate})
+		r.coreConfig())
 	if err != nil {
 		r.violate("core: %v", err)
 		return r

@@ -132,6 +132,11 @@ type STT struct {
 type VAD struct {
 	Onset       time.Duration // `onset`, default 100ms, >= 0
 	Endpointing time.Duration // `endpointing`, default 500ms, > 0
+	// EndpointingMin and EndpointingMax, given together, let the caller's
+	// words choose the silence (runtime.WithEndpointingRange): min after a
+	// complete request, max after words that leave it open; 0: not set.
+	EndpointingMin time.Duration // `endpointing_min`, > 0, <= endpointing_max
+	EndpointingMax time.Duration // `endpointing_max`
 }
 
 // Line is the line between the caller and the agent, as the caller-audio
@@ -402,8 +407,16 @@ func (p *scnParser) scenario(n *yaml.Node) *Scenario {
 		Backup: tts.boolean("backup", false)}
 	stt := m.sub("stt", "latency")
 	s.STT = STT{Latency: stt.dur("latency", 150*time.Millisecond, false)}
-	vad := m.sub("vad", "onset", "endpointing")
-	s.VAD = VAD{Onset: vad.dur("onset", 100*time.Millisecond, false), Endpointing: vad.dur("endpointing", 500*time.Millisecond, true)}
+	vad := m.sub("vad", "onset", "endpointing", "endpointing_min", "endpointing_max")
+	s.VAD = VAD{Onset: vad.dur("onset", 100*time.Millisecond, false), Endpointing: vad.dur("endpointing", 500*time.Millisecond, true),
+		EndpointingMin: vad.dur("endpointing_min", 0, true), EndpointingMax: vad.dur("endpointing_max", 0, true)}
+	if lo, hi := s.VAD.EndpointingMin, s.VAD.EndpointingMax; (lo > 0) != (hi > 0) || hi < lo {
+		v, key := vad.get("endpointing_min")
+		if v == nil {
+			v, key = vad.get("endpointing_max")
+		}
+		p.errf(v.Line, key, "endpointing_min and endpointing_max go together, min <= max (got %v and %v)", lo, hi)
+	}
 	line := m.sub("line", "echo", "echo_free")
 	s.Line = Line{EchoFree: line.boolean("echo_free", false)}
 	if echo := line.sub("echo", "delay", "gain_db", "learn"); echo.present {
@@ -1124,7 +1137,7 @@ func scnParseIndex(s string) (int, bool) {
 // scnParams lists the parameter paths, for messages.
 const scnParams = "timeout, user.N.at, user.N.duration, faults.N.at, faults.N.duration, model.N.ttfb, " +
 	"agent.tools.N.duration, agent.tools.N.timeout, tools.NAME.duration, tts.ttfb, stt.latency, line.echo.delay, line.echo.learn, " +
-	"vad.onset, vad.endpointing, expect.max_stall"
+	"vad.onset, vad.endpointing, vad.endpointing_min, vad.endpointing_max, expect.max_stall"
 
 // scnParam resolves a parameter path to the field it names, and says
 // whether the field must be > 0 rather than >= 0.
@@ -1222,6 +1235,10 @@ func (s *Scenario) scnParam(param string) (*time.Duration, bool, error) {
 		return &s.VAD.Onset, false, nil
 	case "vad.endpointing":
 		return &s.VAD.Endpointing, true, nil
+	case "vad.endpointing_min":
+		return &s.VAD.EndpointingMin, true, nil
+	case "vad.endpointing_max":
+		return &s.VAD.EndpointingMax, true, nil
 	case "expect.max_stall":
 		return &s.Expect.MaxStall, true, nil
 	}

@@ -14,16 +14,28 @@ func (c *conductor) endpointRanged() bool { return c.cfg.EndpointingMax > 0 }
 // so far call for it: the words of the utterance that just ended, if the
 // recogniser has given them.
 func (c *conductor) endpointFor() time.Duration {
-	if !c.endpointRanged() || !c.wordsSinceSpeech {
+	if !c.wordsSinceSpeech {
 		return c.cfg.Endpointing
 	}
-	switch judgeWords(strings.Join(c.userFinals, " "), c.agent.Phrases) {
-	case wordsComplete:
-		return c.cfg.EndpointingMin
-	case wordsOpen:
-		return c.cfg.EndpointingMax
+	return c.cfg.EndpointFor(strings.Join(c.userFinals, " "), c.agent.Phrases)
+}
+
+// EndpointFor is the silence that ends a caller's turn whose words are text,
+// for an agent that knows phrases: with EndpointingMin and EndpointingMax
+// set, the shorter after a complete request, the longer after words that
+// leave it open, Endpointing otherwise; Endpointing when they are not set.
+// Call it on a Config with its defaults filled in (as NewCore has it).
+func (c Config) EndpointFor(text string, phrases []string) time.Duration {
+	if c.EndpointingMax <= 0 {
+		return c.Endpointing
 	}
-	return c.cfg.Endpointing
+	switch judgeWords(text, phrases) {
+	case wordsComplete:
+		return c.EndpointingMin
+	case wordsOpen:
+		return c.EndpointingMax
+	}
+	return c.Endpointing
 }
 
 // wordsVerdict is what a turn's words say about whether it is over.
