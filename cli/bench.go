@@ -140,6 +140,7 @@ func (c *cli) benchLatencyCmd(ctx context.Context, args []string) error {
 		lines = append(lines, s)
 		return nil
 	})
+	runtimeName := fs.String("runtime", "holdline", "what answers the caller: holdline, livekit (LiveKit Agents for Node through livekit-server on this machine, test/latency-livekit; needs node and npm) or both (alternating rounds of Holdline, LiveKit with preemptive generation off, and LiveKit's defaults)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	verbose := fs.Bool("v", false, "log the server's debug detail to standard error")
 	if err := fs.Parse(args); err != nil {
@@ -154,6 +155,8 @@ func (c *cli) benchLatencyCmd(ctx context.Context, args []string) error {
 		return errors.New("--ttft, --token-interval, --speech-first-audio and --transcribe cannot be negative")
 	case set.endpointing <= 0:
 		return fmt.Errorf("--endpointing %v: want a positive duration", set.endpointing)
+	case !slices.Contains(benchRuntimes, *runtimeName):
+		return fmt.Errorf("--runtime %q: want one of %s", *runtimeName, strings.Join(benchRuntimes, ", "))
 	}
 	if len(lines) == 0 {
 		lines = benchCallerLines
@@ -215,6 +218,17 @@ func (c *cli) benchLatencyCmd(ctx context.Context, args []string) error {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
+	setLine := func(l string) {
+		recognised.Lock()
+		recognised.line = l
+		recognised.Unlock()
+	}
+	if *runtimeName != "holdline" {
+		return c.benchLatencyAcross(ctx, *runtimeName, benchSetup{
+			set: set, lines: lines, speech: speech, fake: fake, setLine: setLine,
+			fn: fn, name: *name, note: note, logger: logger, asJSON: *asJSON, verbose: *verbose,
+		})
+	}
 	base, stop, err := benchServe(ctx, fn, *name, fake.URL(), logger,
 		runtime.WithEndpointing(set.endpointing), runtime.WithSpeculation(set.speculate))
 	if err != nil {
@@ -228,11 +242,7 @@ func (c *cli) benchLatencyCmd(ctx context.Context, args []string) error {
 	if note != "" {
 		fmt.Fprintln(c.stderr, "note:", note)
 	}
-	r := &latencyRun{settings: set, fake: fake, lines: lines, speech: speech, stderr: c.stderr, setLine: func(l string) {
-		recognised.Lock()
-		recognised.line = l
-		recognised.Unlock()
-	}}
+	r := &latencyRun{settings: set, fake: fake, lines: lines, speech: speech, stderr: c.stderr, setLine: setLine}
 	runErr := r.run(ctx, base)
 	rep := r.report(*name, note)
 	if len(rep.PerTurn) > 0 {

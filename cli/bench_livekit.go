@@ -1,0 +1,1351 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/hraban/opus"
+	"github.com/livekit/protocol/livekit"
+	protologger "github.com/livekit/protocol/logger"
+	lksdk "github.com/livekit/server-sdk-go/v2"
+	pion "github.com/pion/webrtc/v4"
+	pionmedia "github.com/pion/webrtc/v4/pkg/media"
+
+	"github.com/holdline/holdline/openaitest"
+	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/webrtc/rtctest"
+)
+
+// bench latency --runtime livekit answers the caller with a LiveKit Agents
+// for Node agent (test/latency-livekit/agent.mjs) instead of Holdline: the
+// same fake OpenAI-compatible server with the same latencies and the same
+// transcriber, the same caller lines in espeak-ng's voice, and the same
+// measurement (from the end of the caller's speech to the first loud packet
+// of the agent's audio the caller hears). livekit-server runs on 127.0.0.1
+// only; the caller joins its room with server-sdk-go.
+
+// benchRuntimes are what --runtime takes.
+var benchRuntimes = []string{"holdline", "livekit", "both"}
+
+const (
+	// livekitServerVersion is the livekit-server built for the bench:
+	// later versions replace pion with forks the module proxy does not
+	// serve (docs: DESIGN §9).
+	livekitServerVersion = "v1.8.4"
+	// livekitAgentsVersion is the @livekit/agents test/latency-livekit pins.
+	livekitAgentsVersion = "1.9.0"
+	// livekitAgentDir holds the agent, its package.json and lock.
+	livekitAgentDir = "test/latency-livekit"
+	// The key pair the bench's livekit-server takes (it wants a secret of
+	// 32 characters or more).
+	livekitAPIKey    = "holdlinebench"
+	livekitAPISecret = "holdline-bench-secret-0123456789abcdef"
+	// livekitStart bounds each start-up wait: the server, a worker's
+	// registration, the agent joining the room and greeting.
+	livekitStart = 60 * time.Second
+	// livekitStopGrace is how long a process has to exit on SIGTERM before
+	// it is killed: livekit-server and rtc-node take several seconds.
+	livekitStopGrace = 5 * time.Second
+	// livekitCooldown is the pause after a LiveKit call, once its job has
+	// ended, so that the job process's exit and the worker's pool are not
+	// still busy on the two cores when the next round is measured.
+	livekitCooldown = 2 * time.Second
+)
+
+// benchSetup is what benchLatencyCmd has made ready before it knows which
+// runtime answers: the settings, the caller's lines and voice, the fake
+// server and its transcriber's line.
+type benchSetup struct {
+	set     latencySettings
+	lines   []string
+	speech  map[string][]int16
+	fake    *openaitest.Server
+	setLine func(string)
+	fn      runtime.AgentFunc
+	name    string
+	note    string
+	logger  *slog.Logger
+	asJSON  bool
+	verbose bool
+}
+
+// benchRow is one runtime and configuration the comparison measures.
+type benchRow struct {
+	runtime string // holdline or livekit
+	label   string
+	// speculate: Holdline's speculation, or LiveKit's preemptive
+	// generation.
+	speculate bool
+}
+
+func (r benchRow) key() string {
+	if r.runtime == "holdline" {
+		return "holdline"
+	}
+	if r.speculate {
+		return "livekit-preemptive"
+	}
+	return "livekit"
+}
+
+// benchComparison is what --runtime livekit and --runtime both print, as
+// a table or as JSON.
+type benchComparison struct {
+	Agent string `json:"agent"`
+	Cores int    `json:"cores"`
+	// Turns is the turns asked for each runtime; they were spoken in
+	// rounds of RoundTurns, one call a round, the runtimes in turn.
+	Turns      int `json:"turns"`
+	RoundTurns int `json:"round_turns"`
+	// Settings are the latencies the providers were given, the detector's
+	// silence and the endpointing, in ms.
+	Settings map[string]float64 `json:"settings_ms"`
+	Note     string             `json:"note,omitempty"`
+	Runtimes []runtimeReport    `json:"runtimes"`
+}
+
+// runtimeReport is one runtime's measurements.
+type runtimeReport struct {
+	Runtime string `json:"runtime"` // holdline or livekit
+	Label   string `json:"label"`
+	// Version is LiveKit Agents' and livekit-server's, for LiveKit.
+	Version string `json:"version,omitempty"`
+	// Speculate: the model was asked before the caller's turn ended
+	// (Holdline's speculation, LiveKit's preemptive generation).
+	Speculate bool `json:"speculate"`
+	// Endpointing says when the runtime ends the caller's turn with the
+	// settings given; FloorRule how the floor follows from it.
+	Endpointing string `json:"endpointing"`
+	FloorRule   string `json:"floor_rule"`
+	Turns       int    `json:"turns"`
+	Measured    int    `json:"measured"`
+	// VoiceToVoice is from the end of the caller's speech to the agent's
+	// first audio heard; Floor the least the providers and the runtime's
+	// own endpointing allow; Share the difference, turn by turn.
+	VoiceToVoice latencyStats   `json:"voice_to_voice"`
+	Floor        latencyStats   `json:"floor"`
+	Share        latencyStats   `json:"share"`
+	Stages       []latencyStage `json:"stages"`
+	PerTurn      []latencyTurn  `json:"per_turn"`
+}
+
+// benchLatencyAcross runs bench latency for --runtime livekit or both.
+func (c *cli) benchLatencyAcross(ctx context.Context, which string, b benchSetup) error {
+	var rows []benchRow
+	if which == "both" {
+		rows = []benchRow{
+			{"holdline", holdlineLabel(true), true},
+			{"livekit", livekitLabel(false), false},
+			{"livekit", livekitLabel(true), true},
+		}
+	} else {
+		rows = []benchRow{{"livekit", livekitLabel(b.set.speculate), b.set.speculate}}
+	}
+	// Every call is one whole conversation: the caller's lines, once.
+	roundTurns := len(b.lines)
+
+	// LiveKit: the server, then a worker per configuration, each started
+	// once and kept for every round; all stopped by PID on the way out.
+	bin, err := livekitServerBinary(ctx, c.stderr)
+	if err != nil {
+		return err
+	}
+	agentDir, err := livekitAgentInstall(ctx, c.stderr)
+	if err != nil {
+		return err
+	}
+	// server-sdk-go logs through our logger, at its level.
+	lksdk.SetLogger(protologger.LogRLogger(logr.FromSlogHandler(b.logger.Handler())))
+	work, err := os.MkdirTemp("", "holdline-bench-livekit-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	var logs io.Writer = io.Discard
+	if b.verbose {
+		logs = c.stderr
+	}
+	srv, err := startLivekitServer(ctx, bin, work, logs)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	workers := map[bool]*livekitWorker{}
+	for _, r := range rows {
+		if r.runtime != "livekit" {
+			continue
+		}
+		w, err := startLivekitWorker(ctx, agentDir, work, srv, b.fake.URL(), b.set, r.speculate, logs)
+		if err != nil {
+			return err
+		}
+		defer w.stop()
+		workers[r.speculate] = w
+	}
+	var base string
+	if which == "both" {
+		var stop func()
+		base, stop, err = benchServe(ctx, b.fn, b.name, b.fake.URL(), b.logger,
+			runtime.WithEndpointing(b.set.endpointing), runtime.WithSpeculation(true))
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+
+	if !b.asJSON {
+		var names []string
+		for _, r := range rows {
+			names = append(names, r.label)
+		}
+		fmt.Fprintf(c.stderr, "bench latency: the %s agent, %d turns each for %s, in rounds of %d (one call each), against openaitest at %s; livekit-server %s on %s\n",
+			b.name, b.set.turns, strings.Join(names, "; "), roundTurns, b.fake.URL(), livekitServerVersion, srv.url)
+	}
+	if b.note != "" {
+		fmt.Fprintln(c.stderr, "note:", b.note)
+	}
+
+	turns := map[string][]latencyTurn{}
+	var runErr error
+rounds:
+	for round := 1; len(turns[rows[len(rows)-1].key()]) < b.set.turns; round++ {
+		for _, r := range rows {
+			n := min(roundTurns, b.set.turns-len(turns[r.key()]))
+			var got []latencyTurn
+			switch r.runtime {
+			case "holdline":
+				set := b.set
+				set.turns, set.speculate = n, true
+				lr := &latencyRun{settings: set, fake: b.fake, lines: b.lines, speech: b.speech, setLine: b.setLine, stderr: prefixWriter(c.stderr, r.label)}
+				runErr = lr.run(ctx, base)
+				got = lr.turns
+			case "livekit":
+				lr := &livekitRun{settings: b.set, preemptive: r.speculate, fake: b.fake, lines: b.lines, speech: b.speech, setLine: b.setLine,
+					stderr: prefixWriter(c.stderr, r.label), srv: srv, worker: workers[r.speculate], logger: b.logger}
+				runErr = lr.round(ctx, fmt.Sprintf("bench-%s-%d", r.key(), round), n)
+				got = lr.turns
+			}
+			for _, t := range got {
+				t.Turn = len(turns[r.key()]) + 1
+				turns[r.key()] = append(turns[r.key()], t)
+			}
+			if runErr != nil {
+				runErr = fmt.Errorf("%s, round %d: %w", r.label, round, runErr)
+				break rounds
+			}
+		}
+	}
+
+	cmp := benchComparison{
+		Agent: b.name, Cores: goruntime.NumCPU(), Turns: b.set.turns, RoundTurns: roundTurns, Note: b.note,
+		Settings: map[string]float64{
+			"ttft":               ms(b.set.ttft),
+			"token_interval":     ms(b.set.tokenInterval),
+			"speech_first_audio": ms(b.set.speechFirstAudio),
+			"transcription":      ms(b.set.transcription),
+			"silence":            ms(b.set.silence),
+			"endpointing":        ms(b.set.endpointing),
+		},
+	}
+	for _, r := range rows {
+		cmp.Runtimes = append(cmp.Runtimes, runtimeReportOf(r, b.set, turns[r.key()]))
+	}
+	if len(turns) > 0 {
+		if b.asJSON {
+			enc := json.NewEncoder(c.stdout)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(cmp); err != nil {
+				return err
+			}
+		} else {
+			writeComparisonTable(c.stdout, cmp)
+		}
+	}
+	if runErr != nil {
+		return fmt.Errorf("bench latency: %w", runErr)
+	}
+	var why []string
+	for _, rr := range cmp.Runtimes {
+		for _, t := range rr.PerTurn {
+			if t.Error != "" {
+				why = append(why, fmt.Sprintf("%s, turn %d: %s", rr.Label, t.Turn, t.Error))
+			}
+		}
+	}
+	if len(why) > 0 {
+		return fmt.Errorf("bench latency: %d turns not measured: %s", len(why), strings.Join(why, "; "))
+	}
+	return nil
+}
+
+func holdlineLabel(speculate bool) string {
+	if speculate {
+		return "Holdline, speculation on (default)"
+	}
+	return "Holdline, speculation off"
+}
+
+func livekitLabel(preemptive bool) string {
+	if preemptive {
+		return "LiveKit Agents " + livekitAgentsVersion + ", defaults (preemptive generation on)"
+	}
+	return "LiveKit Agents " + livekitAgentsVersion + ", preemptive generation off"
+}
+
+// prefixWriter writes each progress line to w with the runtime's label in
+// front, so that the rounds can be told apart.
+func prefixWriter(w io.Writer, label string) io.Writer {
+	return writerFunc(func(p []byte) (int, error) {
+		if _, err := fmt.Fprintf(w, "[%s] %s", label, p); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// livekitFloor is the least LiveKit Agents can take for a turn whose first
+// phrase is tokens long, followed by more of the answer or not, read from
+// agents-js 1.9.0 (voice/audio_recognition.ts, agent_activity.ts). Its
+// Silero VAD ends the speech after set.silence of quiet; the utterance goes
+// to the recogniser then, so the words are in at silence + transcription.
+// The endpointing delay (minDelay, here set.endpointing) counts from the
+// end of the speech, not from the VAD's verdict, and the turn waits for the
+// words: it ends at max(minDelay, silence + transcription). Without
+// preemptive generation the model is asked then. With it the model is
+// asked as soon as the words are in, but the voice only once the turn has
+// ended (preemptiveTts is off by default), so the first phrase is spoken at
+// max(turn end, words + the model's part) + the voice's first audio.
+func livekitFloor(set latencySettings, preemptive bool, tokens int, follows bool) time.Duration {
+	n := tokens - 1
+	if follows {
+		n++
+	}
+	model := set.ttft + time.Duration(max(n, 0))*set.tokenInterval
+	words := set.silence + set.transcription
+	if preemptive {
+		return max(set.endpointing, words+model) + set.speechFirstAudio
+	}
+	return max(set.endpointing, words) + model + set.speechFirstAudio
+}
+
+// The stages of a LiveKit turn, in the order they happen, each timed from
+// the end of the caller's speech: from the agent's session events (the job
+// writes them to a file with the machine's wall clock), from the fake
+// server's records and at the caller.
+var (
+	livekitStages = []latencyStageName{
+		{"speech_stopped", "agent", "the VAD heard the caller stop (user state listening)"},
+		{"transcription_sent", "server", "the utterance reached the recogniser"},
+		{"transcription_answered", "server", "the recogniser answered"},
+		{"transcript", "agent", "the session had the words (user_input_transcribed)"},
+		{"user_turn", "agent", "the caller's turn ended (agent state thinking)"},
+		{"chat_request", "server", "the request reached the model"},
+		{"first_token", "server", "the model's first token left"},
+		{"speech_request", "server", "the first phrase reached the voice"},
+		{"first_audio_sent", "server", "the voice's first audio left"},
+		{"playout_started", "agent", "the agent began to speak (agent state speaking)"},
+		{"heard", "client", "the caller heard it"},
+	}
+	livekitPreemptiveStages = []latencyStageName{
+		livekitStages[0], livekitStages[1], livekitStages[2], livekitStages[3],
+		{"chat_request", "server", "the request reached the model (preemptive)"},
+		livekitStages[4], livekitStages[6], livekitStages[7], livekitStages[8], livekitStages[9], livekitStages[10],
+	}
+)
+
+func livekitStageNames(preemptive bool) []latencyStageName {
+	if preemptive {
+		return livekitPreemptiveStages
+	}
+	return livekitStages
+}
+
+// runtimeReportOf sums up one runtime's turns.
+func runtimeReportOf(r benchRow, set latencySettings, turns []latencyTurn) runtimeReport {
+	rep := runtimeReport{Runtime: r.runtime, Label: r.label, Speculate: r.speculate, Turns: set.turns, PerTurn: turns}
+	var stages []latencyStageName
+	silence, endp := msText(ms(set.silence)), msText(ms(set.endpointing))
+	if r.runtime == "holdline" {
+		set.speculate = r.speculate
+		stages = set.stages()
+		rep.Endpointing = fmt.Sprintf("the detector's silence (%s), then the endpointing (%s): the turn ends %s after the speech at the soonest", silence, endp, msText(ms(set.silence+set.endpointing)))
+		if r.speculate {
+			rep.FloorRule = "silence + max(endpointing, transcription + answer): the model asked as soon as the words are in"
+		} else {
+			rep.FloorRule = "silence + max(endpointing, transcription) + answer: the model asked when the turn has ended"
+		}
+	} else {
+		stages = livekitStageNames(r.speculate)
+		rep.Version = fmt.Sprintf("@livekit/agents %s, livekit-server %s", livekitAgentsVersion, livekitServerVersion)
+		rep.Endpointing = fmt.Sprintf("Silero minSilenceDuration %s; endpointing minDelay %s counted from the end of the speech, not after the silence: the turn ends %s after the speech at the soonest, once the words are in", silence, endp, msText(ms(max(set.silence, set.endpointing))))
+		if r.speculate {
+			rep.FloorRule = "max(minDelay, silence + transcription + the model's part) + the voice's first audio: the model asked as soon as the words are in, the voice once the turn has ended"
+		} else {
+			rep.FloorRule = "max(minDelay, silence + transcription) + answer: the model asked when the turn has ended"
+		}
+	}
+	var heard, floor, share []float64
+	at := map[string][]float64{}
+	step := map[string][]float64{}
+	for _, t := range turns {
+		if !t.measured() {
+			continue
+		}
+		rep.Measured++
+		heard = append(heard, t.HeardMS)
+		floor = append(floor, t.FloorMS)
+		share = append(share, t.HeardMS-t.FloorMS)
+		prev := 0.0
+		for _, st := range stages {
+			v := t.AtMS[st.name]
+			at[st.name] = append(at[st.name], v)
+			step[st.name] = append(step[st.name], math.Round((v-prev)*10)/10)
+			prev = v
+		}
+	}
+	rep.VoiceToVoice, rep.Floor, rep.Share = stats(heard), stats(floor), stats(share)
+	for _, st := range stages {
+		rep.Stages = append(rep.Stages, latencyStage{Name: st.name, Source: st.source, What: st.what, At: stats(at[st.name]), Step: stats(step[st.name])})
+	}
+	return rep
+}
+
+// writeComparisonTable prints cmp: one row per runtime, then each one's
+// stages.
+func writeComparisonTable(w io.Writer, cmp benchComparison) {
+	set := cmp.Settings
+	fmt.Fprintf(w, "Voice-to-voice latency: the %s agent, %d turns per runtime in rounds of %d (one call each, the runtimes in turn), on %d cores\n", cmp.Agent, cmp.Turns, cmp.RoundTurns, cmp.Cores)
+	fmt.Fprintf(w, "providers (one fake server for all): first token %s, then a token every %s; speech first audio %s; transcription %s; silence %s; endpointing %s\n\n",
+		msText(set["ttft"]), msText(set["token_interval"]), msText(set["speech_first_audio"]), msText(set["transcription"]), msText(set["silence"]), msText(set["endpointing"]))
+	const row = "%-58s %9s %9s %9s %9s %10s %9s %9s\n"
+	fmt.Fprintf(w, row, "end of speech → first audio heard", "measured", "p50", "p95", "max", "floor p50", "beyond p50", "p95")
+	for _, r := range cmp.Runtimes {
+		fmt.Fprintf(w, row, r.Label, fmt.Sprintf("%d/%d", r.Measured, r.Turns), msText(r.VoiceToVoice.P50), msText(r.VoiceToVoice.P95), msText(r.VoiceToVoice.Max),
+			msText(r.Floor.P50), msText(r.Share.P50), msText(r.Share.P95))
+	}
+	fmt.Fprintln(w, "\nbeyond: the measurement less the floor, turn by turn: what the runtime adds to what the providers and its own endpointing cost")
+	fmt.Fprintln(w, "answer = ttft + token interval × (the first phrase's tokens − 1, + 1 when more of the answer follows it) + speech first audio")
+	for _, r := range cmp.Runtimes {
+		var tokens []int
+		for _, t := range r.PerTurn {
+			if t.measured() {
+				tokens = append(tokens, t.FirstPhraseTokens)
+			}
+		}
+		fmt.Fprintf(w, "\n%s", r.Label)
+		if r.Version != "" {
+			fmt.Fprintf(w, " (%s)", r.Version)
+		}
+		fmt.Fprintf(w, "\n  turn ends: %s\n  floor = %s", r.Endpointing, r.FloorRule)
+		if len(tokens) > 0 {
+			fmt.Fprintf(w, "; first phrases of %d to %d tokens", slices.Min(tokens), slices.Max(tokens))
+		}
+		fmt.Fprintln(w)
+		const stage = "  %-22s %-6s %9s %9s %9s %9s %9s"
+		fmt.Fprintf(w, stage+"\n", "stage", "from", "at p50", "p95", "max", "step p50", "p95")
+		for _, s := range r.Stages {
+			fmt.Fprintf(w, stage+"   %s\n", s.Name, s.Source, msText(s.At.P50), msText(s.At.P95), msText(s.At.Max), msText(s.Step.P50), msText(s.Step.P95), s.What)
+		}
+	}
+	fmt.Fprintln(w, "\nat: after the end of the caller's speech; step: after the stage above")
+}
+
+// livekitServerBinary is livekit-server, built from its module into the
+// cache the first time (about two minutes with the module cache empty).
+func livekitServerBinary(ctx context.Context, stderr io.Writer) (string, error) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("bench latency: where to keep livekit-server: %w", err)
+	}
+	dir := filepath.Join(cache, "holdline", "livekit-server-"+livekitServerVersion)
+	bin := filepath.Join(dir, "livekit-server")
+	if fi, err := os.Stat(bin); err == nil && fi.Mode()&0o111 != 0 {
+		return bin, nil
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		return "", fmt.Errorf("bench latency: livekit-server %s is built from its Go module, and there is no go on PATH: %w", livekitServerVersion, err)
+	}
+	fmt.Fprintf(stderr, "bench latency: building livekit-server %s into %s (once; a few minutes)\n", livekitServerVersion, dir)
+	tmp, err := os.MkdirTemp("", "holdline-livekit-server-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	goCmd := func(dir string, args ...string) ([]byte, error) {
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir = dir
+		// The module's own go.mod and go.sum, whatever workspace is
+		// around.
+		cmd.Env = append(os.Environ(), "GOWORK=off")
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("go %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(errb.Bytes()))
+		}
+		return out, nil
+	}
+	out, err := goCmd(tmp, "mod", "download", "-json", "github.com/livekit/livekit-server@"+livekitServerVersion)
+	if err != nil {
+		return "", fmt.Errorf("bench latency: %w", err)
+	}
+	var mod struct{ Dir string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
+		return "", fmt.Errorf("bench latency: go mod download said %q", out)
+	}
+	// The module cache is read-only, and the build writes go.sum entries.
+	src := filepath.Join(tmp, "src")
+	if err := os.CopyFS(src, os.DirFS(mod.Dir)); err != nil {
+		return "", fmt.Errorf("bench latency: copying livekit-server's module: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if _, err := goCmd(src, "build", "-o", bin+".tmp", "./cmd/server"); err != nil {
+		return "", fmt.Errorf("bench latency: building livekit-server: %w", err)
+	}
+	if err := os.Rename(bin+".tmp", bin); err != nil {
+		return "", err
+	}
+	return bin, nil
+}
+
+// livekitAgentInstall finds test/latency-livekit above the working
+// directory and installs its packages with npm ci, unless the lock file is
+// the one installed last time.
+func livekitAgentInstall(ctx context.Context, stderr io.Writer) (string, error) {
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return "", fmt.Errorf("bench latency --runtime livekit runs LiveKit Agents for Node: no %s on PATH (apt-get install nodejs npm)", tool)
+		}
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	dir := ""
+	for d := wd; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, livekitAgentDir, "agent.mjs")); err == nil {
+			dir = filepath.Join(d, livekitAgentDir)
+			break
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("bench latency --runtime livekit: no %s/agent.mjs in %s or above it: run it from the Holdline repository", livekitAgentDir, wd)
+		}
+	}
+	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(lock)
+	want := hex.EncodeToString(sum[:])
+	stamp := filepath.Join(dir, "node_modules", ".holdline-installed")
+	if got, err := os.ReadFile(stamp); err == nil && string(got) == want {
+		return dir, nil
+	}
+	fmt.Fprintf(stderr, "bench latency: npm ci in %s\n", dir)
+	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
+	cmd.Dir = dir
+	// onnxruntime-node's install script would fetch CUDA libraries from
+	// outside the npm registry; the CPU library ships in the package.
+	cmd.Env = append(os.Environ(), "ONNXRUNTIME_NODE_INSTALL=skip")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("bench latency: npm ci in %s: %w: %s", dir, err, bytes.TrimSpace(out))
+	}
+	if err := os.WriteFile(stamp, []byte(want), 0o644); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// freePort is a port on 127.0.0.1 nothing listens on now, for network
+// ("tcp" or "udp").
+func freePort(network string) (int, error) {
+	if network == "udp" {
+		pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		defer pc.Close()
+		return pc.LocalAddr().(*net.UDPAddr).Port, nil
+	}
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// process is a child the bench started, in a process group of its own so
+// that what it starts in turn (rtc-node's job processes) stops with it.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{} // closed once it has exited
+}
+
+func startProcess(name string, cmd *exec.Cmd) (*process, error) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		_ = cmd.Wait()
+	}()
+	return p, nil
+}
+
+// stop ends the process group by its id: SIGTERM, then SIGKILL past
+// livekitStopGrace.
+func (p *process) stop() {
+	pgid := p.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(livekitStopGrace):
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		<-p.done
+	}
+	// The group may outlive its leader.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+}
+
+// livekitServer is livekit-server on 127.0.0.1.
+type livekitServer struct {
+	url     string // ws://127.0.0.1:port, for the rooms
+	httpURL string // the same for the server API
+	proc    *process
+	// stun is the STUN server livekit-server hands its clients: a
+	// loopback socket that never answers. Without one it hands them
+	// public STUN servers, and pion and libwebrtc would send packets off
+	// the machine.
+	stun net.PacketConn
+}
+
+func startLivekitServer(ctx context.Context, bin, work string, logs io.Writer) (_ *livekitServer, err error) {
+	port, err := freePort("tcp")
+	if err != nil {
+		return nil, err
+	}
+	rtcPort, err := freePort("udp")
+	if err != nil {
+		return nil, err
+	}
+	s := &livekitServer{url: fmt.Sprintf("ws://127.0.0.1:%d", port), httpURL: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	s.stun, err = net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.stop()
+		}
+	}()
+	// Everything on 127.0.0.1: the API, one UDP port for media, no TCP
+	// media port (it would listen on every interface), no external IP
+	// discovery, no TURN, loopback candidates only.
+	conf := fmt.Sprintf(`port: %d
+bind_addresses: ["127.0.0.1"]
+rtc:
+  udp_port: %d
+  tcp_port: 0
+  node_ip: 127.0.0.1
+  use_external_ip: false
+  enable_loopback_candidate: true
+  interfaces:
+    includes: ["lo"]
+  ips:
+    includes: ["127.0.0.1/32"]
+  stun_servers: ["%s"]
+turn:
+  enabled: false
+keys:
+  %s: %s
+logging:
+  level: warn
+`, port, rtcPort, s.stun.LocalAddr(), livekitAPIKey, livekitAPISecret)
+	confPath := filepath.Join(work, "livekit.yaml")
+	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "--config", confPath)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	s.proc, err = startProcess("livekit-server", cmd)
+	if err != nil {
+		return nil, fmt.Errorf("bench latency: %w", err)
+	}
+	// Ready when its HTTP port answers.
+	deadline := time.Now().Add(livekitStart)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.httpURL+"/", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s, nil
+			}
+		}
+		select {
+		case <-s.proc.done:
+			return nil, fmt.Errorf("bench latency: livekit-server exited at start (%v); run with -v to see its log", s.proc.cmd.ProcessState)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("bench latency: livekit-server did not answer on %s within %v", s.httpURL, livekitStart)
+		}
+	}
+}
+
+func (s *livekitServer) stop() {
+	if s.proc != nil {
+		s.proc.stop()
+	}
+	if s.stun != nil {
+		s.stun.Close()
+	}
+}
+
+// livekitWorker is one LiveKit Agents worker running agent.mjs, registered
+// under a name of its own (explicit dispatch), with preemptive generation
+// on or off.
+type livekitWorker struct {
+	name   string
+	port   int
+	proc   *process
+	events *livekitEvents
+	read   sync.WaitGroup // the output reader
+}
+
+func startLivekitWorker(ctx context.Context, agentDir, work string, srv *livekitServer, openAIURL string, set latencySettings, preemptive bool, logs io.Writer) (_ *livekitWorker, err error) {
+	port, err := freePort("tcp")
+	if err != nil {
+		return nil, err
+	}
+	w := &livekitWorker{name: "holdline-bench-preemptive-" + strconv.FormatBool(preemptive), port: port}
+	path := filepath.Join(work, w.name+".events.jsonl")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		return nil, err
+	}
+	w.events = &livekitEvents{path: path}
+	inference, err := freePort("tcp")
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("node", "agent.mjs", "start")
+	cmd.Dir = agentDir
+	cmd.Env = append(os.Environ(),
+		// Without it rtc-node logs debug lines to stdout.
+		"NODE_ENV=production",
+		"LIVEKIT_URL="+srv.url,
+		"LIVEKIT_API_KEY="+livekitAPIKey,
+		"LIVEKIT_API_SECRET="+livekitAPISecret,
+		// Anything that would call LiveKit Cloud's inference gateway calls
+		// a closed loopback port instead.
+		fmt.Sprintf("LIVEKIT_INFERENCE_URL=http://127.0.0.1:%d/v1", inference),
+		"HOLDLINE_LK_AGENT_NAME="+w.name,
+		"HOLDLINE_LK_PORT="+strconv.Itoa(port),
+		"HOLDLINE_LK_OPENAI_URL="+openAIURL,
+		"HOLDLINE_LK_OPENAI_KEY="+openaitest.APIKey,
+		"HOLDLINE_LK_PREEMPTIVE="+strconv.FormatBool(preemptive),
+		"HOLDLINE_LK_MIN_SILENCE_MS="+strconv.FormatInt(set.silence.Milliseconds(), 10),
+		"HOLDLINE_LK_MIN_DELAY_MS="+strconv.FormatInt(set.endpointing.Milliseconds(), 10),
+		"HOLDLINE_LK_EVENTS="+path,
+	)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = logs
+	w.proc, err = startProcess("the LiveKit worker", cmd)
+	if err != nil {
+		return nil, fmt.Errorf("bench latency: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			w.stop()
+		}
+	}()
+	// The worker is ready to take a job once livekit-server has answered
+	// its registration, which it logs.
+	registered := make(chan struct{})
+	w.read.Add(1)
+	go func() {
+		defer w.read.Done()
+		var once sync.Once
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			fmt.Fprintf(logs, "[%s] %s\n", w.name, line)
+			if bytes.Contains(line, []byte(`"msg":"registered worker"`)) {
+				once.Do(func() { close(registered) })
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	select {
+	case <-registered:
+		return w, nil
+	case <-w.proc.done:
+		return nil, fmt.Errorf("bench latency: the LiveKit worker (node %s/agent.mjs) exited at start (%v); run with -v to see its log", agentDir, w.proc.cmd.ProcessState)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(livekitStart):
+		return nil, fmt.Errorf("bench latency: the LiveKit worker did not register with livekit-server within %v", livekitStart)
+	}
+}
+
+func (w *livekitWorker) stop() {
+	w.proc.stop()
+	w.read.Wait()
+}
+
+// activeJobs is how many jobs the worker runs now (its /worker page).
+func (w *livekitWorker) activeJobs(ctx context.Context) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/worker", w.port), nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var info struct {
+		ActiveJobs int `json:"active_jobs"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
+		return 0, err
+	}
+	return info.ActiveJobs, nil
+}
+
+// livekitEvent is one line agent.mjs writes: a session event of the job
+// in Room, At the machine's wall clock in ms.
+type livekitEvent struct {
+	At    float64 `json:"at"`
+	Kind  string  `json:"kind"` // job, user_state, agent_state, transcript, error
+	Room  string  `json:"room"`
+	Old   string  `json:"old"`
+	New   string  `json:"new"`
+	Text  string  `json:"text"`
+	Final bool    `json:"final"`
+	Error string  `json:"error"`
+}
+
+func (e livekitEvent) time() time.Time {
+	return time.UnixMicro(int64(math.Round(e.At * 1000)))
+}
+
+// livekitEvents reads the file of a worker's events as it grows.
+type livekitEvents struct {
+	path string
+
+	mu      sync.Mutex
+	offset  int64
+	partial []byte
+	evs     []livekitEvent
+}
+
+// of returns the events of room so far, in order.
+func (l *livekitEvents) of(room string) ([]livekitEvent, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f, err := os.Open(l.path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(l.offset, io.SeekStart); err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, err
+	}
+	l.offset += int64(len(b))
+	b = append(l.partial, b...)
+	lines := bytes.Split(b, []byte("\n"))
+	l.partial = append([]byte(nil), lines[len(lines)-1]...)
+	for _, line := range lines[:len(lines)-1] {
+		var e livekitEvent
+		if err := json.Unmarshal(line, &e); err != nil {
+			return nil, fmt.Errorf("the agent's event %q: %w", line, err)
+		}
+		l.evs = append(l.evs, e)
+	}
+	var out []livekitEvent
+	for _, e := range l.evs {
+		if e.Room == room {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// livekitCaller is the caller in a LiveKit room: it speaks as rtctest's
+// client does (a 20 ms opus packet every 20 ms, silence when it has
+// nothing to say) and measures the agent's audio as rtctest does (the
+// level of every packet as it arrives, decoded).
+type livekitCaller struct {
+	room  *lksdk.Room
+	track *pion.TrackLocalStaticSample
+
+	mu       sync.Mutex
+	levels   []rtctest.Level
+	mic      [][]int16
+	offsets  []time.Time
+	lastLoud time.Time
+	sending  bool
+
+	stop chan struct{}
+	wg   sync.WaitGroup // the speaker and the listeners
+}
+
+const (
+	lkRate      = 48000
+	lkFrame     = lkRate / 50
+	lkFrameTime = 20 * time.Millisecond
+)
+
+func dialLivekit(srv *livekitServer, room string) (*livekitCaller, error) {
+	c := &livekitCaller{stop: make(chan struct{})}
+	cb := lksdk.NewRoomCallback()
+	cb.ParticipantCallback.OnTrackSubscribed = func(tr *pion.TrackRemote, _ *lksdk.RemoteTrackPublication, _ *lksdk.RemoteParticipant) {
+		if tr.Kind() != pion.RTPCodecTypeAudio {
+			return
+		}
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.listen(tr)
+		}()
+	}
+	r, err := lksdk.ConnectToRoom(srv.url, lksdk.ConnectInfo{
+		APIKey: livekitAPIKey, APISecret: livekitAPISecret, RoomName: room, ParticipantIdentity: "caller",
+	}, cb, lksdk.WithAutoSubscribe(true))
+	if err != nil {
+		return nil, fmt.Errorf("joining room %s: %w", room, err)
+	}
+	c.room = r
+	c.track, err = pion.NewTrackLocalStaticSample(pion.RTPCodecCapability{MimeType: pion.MimeTypeOpus, ClockRate: lkRate, Channels: 2}, "audio", "caller")
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	if _, err := r.LocalParticipant.PublishTrack(c.track, &lksdk.TrackPublicationOptions{Name: "microphone", Source: livekit.TrackSource_MICROPHONE}); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("publishing the caller's microphone: %w", err)
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.speak()
+	}()
+	return c, nil
+}
+
+// listen decodes the agent's audio and records its level per packet.
+func (c *livekitCaller) listen(tr *pion.TrackRemote) {
+	dec, err := opus.NewDecoder(lkRate, 1)
+	if err != nil {
+		return
+	}
+	pcm := make([]int16, 6*lkFrame)
+	for {
+		pkt, _, err := tr.ReadRTP()
+		if err != nil {
+			return
+		}
+		n, err := dec.Decode(pkt.Payload, pcm)
+		if err != nil {
+			continue
+		}
+		lv := rtctest.Level{At: time.Now(), RMS: levelOf(pcm[:n]), Timestamp: pkt.Timestamp}
+		c.mu.Lock()
+		c.levels = append(c.levels, lv)
+		c.mu.Unlock()
+	}
+}
+
+func levelOf(s []int16) float64 {
+	if len(s) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, v := range s {
+		f := float64(v) / 32768
+		sum += f * f
+	}
+	return math.Sqrt(sum / float64(len(s)))
+}
+
+// speak sends the microphone: queued audio, else silence, every 20 ms.
+func (c *livekitCaller) speak() {
+	enc, err := opus.NewEncoder(lkRate, 1, opus.AppVoIP)
+	if err != nil {
+		return
+	}
+	silence := make([]int16, lkFrame)
+	buf := make([]byte, 1500)
+	t := time.NewTicker(lkFrameTime)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		pcm := silence
+		if len(c.mic) > 0 {
+			pcm, c.mic = c.mic[0], c.mic[1:]
+		}
+		loud := levelOf(pcm) > benchLoud
+		now := time.Now()
+		if !loud && c.sending {
+			c.offsets = append(c.offsets, c.lastLoud)
+		}
+		if loud {
+			c.lastLoud = now
+		}
+		c.sending = loud
+		c.mu.Unlock()
+		n, err := enc.Encode(pcm, buf)
+		if err != nil {
+			continue
+		}
+		_ = c.track.WriteSample(pionmedia.Sample{Data: append([]byte(nil), buf[:n]...), Duration: lkFrameTime})
+	}
+}
+
+// Say queues 48 kHz audio for the microphone, after what is queued.
+func (c *livekitCaller) Say(samples []int16) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(samples) > 0 {
+		f := make([]int16, lkFrame)
+		n := copy(f, samples)
+		samples = samples[n:]
+		c.mic = append(c.mic, f)
+	}
+}
+
+// Offsets returns when the microphone went from sound to silence: each
+// time, when the last packet with sound was sent (rtctest's Offsets).
+func (c *livekitCaller) Offsets() []time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.offsets)
+}
+
+// Levels returns the level of every packet of the agent's audio received.
+func (c *livekitCaller) Levels() []rtctest.Level {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.levels)
+}
+
+// Close leaves the room.
+func (c *livekitCaller) Close() {
+	select {
+	case <-c.stop:
+	default:
+		close(c.stop)
+	}
+	if c.room != nil {
+		c.room.Disconnect()
+	}
+	c.wg.Wait()
+}
+
+// livekitRun is the caller's turns with one LiveKit configuration.
+type livekitRun struct {
+	settings   latencySettings
+	preemptive bool
+	fake       *openaitest.Server
+	lines      []string
+	speech     map[string][]int16
+	setLine    func(string)
+	stderr     io.Writer
+	srv        *livekitServer
+	worker     *livekitWorker
+	logger     *slog.Logger
+
+	turns []latencyTurn
+}
+
+// round is one call: the caller joins room, the agent is dispatched to it
+// and greets, the caller speaks n turns, hangs up, and the room is deleted.
+// It returns an error only when the round itself failed (the call could
+// not be made, ctx ended); a turn that was not measured says why in its
+// Error.
+func (r *livekitRun) round(ctx context.Context, room string, n int) error {
+	c, err := dialLivekit(r.srv, room)
+	if err != nil {
+		return err
+	}
+	rooms := lksdk.NewRoomServiceClient(r.srv.httpURL, livekitAPIKey, livekitAPISecret)
+	defer func() {
+		c.Close()
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := rooms.DeleteRoom(dctx, &livekit.DeleteRoomRequest{Room: room}); err != nil {
+			r.logger.Warn("bench latency: deleting the room", "room", room, "err", err)
+		}
+		// The next round starts once the job has ended and its process
+		// has gone.
+		for dctx.Err() == nil {
+			if n, err := r.worker.activeJobs(dctx); err == nil && n == 0 {
+				break
+			}
+			sleepCtx(dctx, 100*time.Millisecond)
+		}
+		sleepCtx(ctx, livekitCooldown)
+	}()
+	dispatch := lksdk.NewAgentDispatchServiceClient(r.srv.httpURL, livekitAPIKey, livekitAPISecret)
+	if _, err := dispatch.CreateDispatch(ctx, &livekit.CreateAgentDispatchRequest{AgentName: r.worker.name, Room: room}); err != nil {
+		return fmt.Errorf("dispatching the agent to %s: %w", room, err)
+	}
+	// The greeting first.
+	sctx, cancel := context.WithTimeout(ctx, livekitStart)
+	start := time.Now()
+	err = r.settle(sctx, room, start, true)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("waiting for the agent's greeting to end: %w", err)
+	}
+	for i := range n {
+		line := r.lines[i%len(r.lines)]
+		t, err := r.turn(ctx, c, room, len(r.turns)+1, line)
+		if err != nil {
+			return err
+		}
+		r.turns = append(r.turns, t)
+		if t.measured() {
+			fmt.Fprintf(r.stderr, "turn %d: %q: first audio heard %.0f ms after the end of speech (floor %.0f ms)\n", t.Turn, line, t.HeardMS, t.FloorMS)
+		} else {
+			fmt.Fprintf(r.stderr, "turn %d: %q: not measured: %s\n", t.Turn, line, t.Error)
+		}
+	}
+	return nil
+}
+
+// sleepCtx sleeps d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// poll waits until cond holds, checking it every 5 ms (the agent's events
+// come from a file), or until ctx ends; what names the awaited thing.
+func poll(ctx context.Context, what string, cond func() (bool, error)) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// settle waits until the agent has nothing left to do after from: its
+// state is listening and has not changed for benchSettle (with spoke, only
+// once it has spoken since from).
+func (r *livekitRun) settle(ctx context.Context, room string, from time.Time, spoke bool) error {
+	return poll(ctx, "the agent to finish", func() (bool, error) {
+		evs, err := r.worker.events.of(room)
+		if err != nil {
+			return false, err
+		}
+		var last *livekitEvent
+		spoken := !spoke
+		for i, e := range evs {
+			if e.Kind != "agent_state" || e.time().Before(from) {
+				continue
+			}
+			last = &evs[i]
+			if e.New == "speaking" {
+				spoken = true
+			}
+		}
+		return spoken && last != nil && last.New == "listening" && time.Since(last.time()) >= benchSettle, nil
+	})
+}
+
+// turn speaks line and measures the answer. It returns an error only when
+// ctx ended.
+func (r *livekitRun) turn(ctx context.Context, c *livekitCaller, room string, n int, line string) (latencyTurn, error) {
+	t := latencyTurn{Turn: n, Said: line}
+	pcm := r.speech[line]
+	spoken := time.Duration(len(pcm)) * time.Second / lkRate
+	r.setLine(line)
+	sayAt := time.Now()
+	fail := func(format string, args ...any) (latencyTurn, error) {
+		t.Error = fmt.Sprintf(format, args...)
+		if ctx.Err() != nil {
+			return t, ctx.Err()
+		}
+		// Let whatever the agent is doing end before the next turn.
+		sctx, cancel := context.WithTimeout(ctx, benchTurnTimeout)
+		defer cancel()
+		_ = r.settle(sctx, room, sayAt, false)
+		return t, ctx.Err()
+	}
+	c.Say(pcm)
+
+	tctx, cancel := context.WithTimeout(ctx, spoken+benchTurnTimeout)
+	defer cancel()
+	// The caller's turn has ended when the agent starts thinking about it.
+	var turnEnd time.Time
+	err := poll(tctx, "the end of the caller's turn", func() (bool, error) {
+		evs, err := r.worker.events.of(room)
+		if err != nil {
+			return false, err
+		}
+		for _, e := range evs {
+			if e.Kind == "agent_state" && e.New == "thinking" && e.time().After(sayAt) {
+				turnEnd = e.time()
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fail("the caller's turn never ended (no agent state thinking): %v", err)
+	}
+	var end time.Time
+	for _, off := range c.Offsets() {
+		if off.After(sayAt) && off.Before(turnEnd) {
+			end = off
+		}
+	}
+	if end.IsZero() {
+		return fail("the caller's speech has no end before the agent started thinking")
+	}
+	var heard time.Time
+	err = poll(tctx, "the agent's answer", func() (bool, error) {
+		heard = firstLoud(c.Levels(), end)
+		return !heard.IsZero(), nil
+	})
+	if err != nil {
+		return fail("no audio from the agent: %v", err)
+	}
+	if err := r.settle(tctx, room, turnEnd, true); err != nil {
+		return fail("the agent never finished its answer: %v", err)
+	}
+
+	// The agent's side, from its events.
+	at := map[string]time.Time{"user_turn": turnEnd, "heard": heard}
+	evs, err := r.worker.events.of(room)
+	if err != nil {
+		return fail("%v", err)
+	}
+	for _, e := range evs {
+		et := e.time()
+		switch {
+		case !et.After(sayAt):
+		case e.Kind == "error":
+			return fail("the agent's session: %s", e.Error)
+		case et.Before(turnEnd):
+			// Before the turn ended: the last of each counts.
+			switch {
+			case e.Kind == "user_state" && e.Old == "speaking" && e.New == "listening":
+				at["speech_stopped"] = et
+			case e.Kind == "transcript" && e.Final:
+				at["transcript"] = et
+			}
+		case e.Kind == "agent_state" && e.New == "speaking":
+			if _, ok := at["playout_started"]; !ok {
+				at["playout_started"] = et
+			}
+		}
+	}
+	// The providers' side, from the fake server's records.
+	for _, tr := range r.fake.Transcriptions() {
+		if tr.Received.After(sayAt) && tr.Received.Before(turnEnd) {
+			at["transcription_sent"], at["transcription_answered"] = tr.Received, tr.Answered
+		}
+	}
+	var sp *openaitest.Speech
+	for _, s := range r.fake.Speeches() {
+		if s.Received.After(sayAt) {
+			sp = &s
+			break
+		}
+	}
+	if sp == nil || sp.FirstAudio.IsZero() {
+		return fail("the voice was not asked, or sent no audio")
+	}
+	// The answer heard is the last the model began before the voice was
+	// asked (a preemptive request the words overtook was cancelled).
+	var chat *openaitest.ChatRequest
+	for _, cr := range r.fake.ChatRequests() {
+		if cr.Received.After(sayAt) && cr.Received.Before(sp.Received) {
+			chat = &cr
+		}
+	}
+	if chat == nil || chat.FirstToken.IsZero() {
+		return fail("the model was not asked, or sent nothing")
+	}
+	at["chat_request"], at["first_token"] = chat.Received, chat.FirstToken
+	at["speech_request"], at["first_audio_sent"] = sp.Received, sp.FirstAudio
+	for _, s := range livekitStageNames(r.preemptive) {
+		if _, ok := at[s.name]; !ok {
+			return fail("no %s (%s)", s.name, s.what)
+		}
+	}
+
+	t.FirstPhrase = sp.Input
+	t.FirstPhraseTokens = len(openaitest.ChatTokens(sp.Input))
+	follows := strings.TrimSpace(chat.Answer.Content) != strings.TrimSpace(sp.Input) || len(chat.Answer.ToolCalls) > 0
+	t.FloorMS = ms(livekitFloor(r.settings, r.preemptive, t.FirstPhraseTokens, follows))
+	t.HeardMS = ms(heard.Sub(end))
+	t.AtMS = map[string]float64{}
+	for k, v := range at {
+		t.AtMS[k] = ms(v.Sub(end))
+	}
+	return t, nil
+}
