@@ -33,7 +33,8 @@ benchmarks:
   latency   voice-to-voice latency: a WebRTC caller speaks turns to an agent served
             on this machine against a fake OpenAI-compatible server whose latencies
             you set, and the table says how long from the end of each turn to the
-            agent's first audio heard, stage by stage (%[1]s bench latency --turns 30)
+            agent's first audio heard, stage by stage (%[1]s bench latency --turns 30);
+            --runtime livekit or both measures LiveKit Agents for Node the same way
 `
 
 // benchCmd runs one of the benchmarks.
@@ -140,7 +141,7 @@ func (c *cli) benchLatencyCmd(ctx context.Context, args []string) error {
 		lines = append(lines, s)
 		return nil
 	})
-	runtimeName := fs.String("runtime", "holdline", "what answers the caller: holdline, livekit (LiveKit Agents for Node through livekit-server on this machine, test/latency-livekit; needs node and npm) or both (alternating rounds of Holdline, LiveKit with preemptive generation off, and LiveKit's defaults)")
+	runtimeName := fs.String("runtime", "holdline", "what answers the caller: holdline, livekit (LiveKit Agents for Node through livekit-server on this machine, test/latency-livekit; needs node and npm) or both (alternating rounds of Holdline, LiveKit with preemptive generation off, and LiveKit's defaults; --speculate is then ignored)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	verbose := fs.Bool("v", false, "log the server's debug detail to standard error")
 	if err := fs.Parse(args); err != nil {

@@ -152,6 +152,9 @@ type runtimeReport struct {
 
 // benchLatencyAcross runs bench latency for --runtime livekit or both.
 func (c *cli) benchLatencyAcross(ctx context.Context, which string, b benchSetup) error {
+	if b.name != "booking" {
+		return fmt.Errorf("bench latency --runtime %s: the LiveKit agent (%s/agent.mjs) is the booking agent; --agent %s has no LiveKit twin", which, livekitAgentDir, b.name)
+	}
 	var rows []benchRow
 	if which == "both" {
 		rows = []benchRow{
@@ -1142,7 +1145,7 @@ func (r *livekitRun) round(ctx context.Context, room string, n int) error {
 	err = r.settle(sctx, room, start, true)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("waiting for the agent's greeting to end: %w", err)
+		return fmt.Errorf("waiting for the agent's greeting to end: %w (the job's events: %s)", err, r.summary(room))
 	}
 	for i := range n {
 		line := r.lines[i%len(r.lines)]
@@ -1158,6 +1161,31 @@ func (r *livekitRun) round(ctx context.Context, room string, n int) error {
 		}
 	}
 	return nil
+}
+
+// summary lists the events the job in room wrote, for an error.
+func (r *livekitRun) summary(room string) string {
+	evs, err := r.worker.events.of(room)
+	if err != nil {
+		return err.Error()
+	}
+	if len(evs) == 0 {
+		return "none: the worker never started the job"
+	}
+	var parts []string
+	for _, e := range evs {
+		p := e.Kind
+		switch {
+		case e.New != "":
+			p += " " + e.Old + "→" + e.New
+		case e.Text != "":
+			p += fmt.Sprintf(" %q", e.Text)
+		case e.Error != "":
+			p += " " + e.Error
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // sleepCtx sleeps d or until ctx ends.

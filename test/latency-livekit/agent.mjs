@@ -58,14 +58,15 @@ class Restaurant {
     this.cancelled = new Set();
   }
   check(party, time) {
-    if (!(party >= 1 && party <= 12) || !/^([01]\d|2[0-3]):[0-5]\d$/.test(time)) {
-      return { error: `invalid arguments: party ${party}, time ${time}` };
+    if (!(party >= 1 && party <= 12)) {
+      throw new llm.ToolError(`invalid arguments: party must be between 1 and 12, got ${party}`);
     }
-    return null;
+    if (!/^([01]\d|2[0-3]):[0-5]\d$/.test(time)) {
+      throw new llm.ToolError(`invalid arguments: time must be HH:MM on a 24-hour clock, got "${time}"`);
+    }
   }
   availability({ party, time }) {
-    const bad = this.check(party, time);
-    if (bad) return bad;
+    this.check(party, time);
     const res = { available: (this.booked.get(time) ?? 0) + party <= this.capacity, time, party };
     if (!res.available) {
       res.alternatives = ['17:30', '18:00', '20:30', '21:00'].filter(
@@ -75,10 +76,9 @@ class Restaurant {
     return res;
   }
   book({ party, time }) {
-    const bad = this.check(party, time);
-    if (bad) return bad;
+    this.check(party, time);
     if ((this.booked.get(time) ?? 0) + party > this.capacity) {
-      return { error: `no table for ${party} left at ${time}` };
+      throw new llm.ToolError(`no table for ${party} left at ${time}`);
     }
     this.booked.set(time, (this.booked.get(time) ?? 0) + party);
     const n = String(this.bookings.length + 1).padStart(2, '0');
@@ -90,7 +90,7 @@ class Restaurant {
     code = String(code ?? '').trim().toUpperCase();
     const b = this.bookings.find((x) => x.code === code);
     if (!b || this.cancelled.has(code)) {
-      return { error: `no such booking: ${code}` };
+      throw new llm.ToolError(`no such booking: ${code}`);
     }
     this.cancelled.add(code);
     this.booked.set(b.time, this.booked.get(b.time) - b.party);
@@ -102,23 +102,23 @@ const party = z.number().int().describe('number of guests, 1 to 12');
 const time = z.string().describe('time of the reservation as HH:MM, 24-hour clock');
 
 function bookingTools(r) {
-  // The results go to the model as JSON text, as Holdline sends them.
-  const answer = (v) => JSON.stringify(v);
+  // LiveKit sends the model JSON.stringify of what a tool returns, as
+  // Holdline sends the JSON of its result; a ToolError is the error text.
   return {
     check_availability: llm.tool({
       description: 'Check whether a table is free for a party at a time.',
       parameters: z.object({ party, time }),
-      execute: async (args) => answer(r.availability(args)),
+      execute: async (args) => r.availability(args),
     }),
     book_table: llm.tool({
       description: 'Book a table. Only after the guest asked to book and party and time are known.',
       parameters: z.object({ party, time, name: z.string().optional().describe('name for the reservation') }),
-      execute: async (args) => answer(r.book(args)),
+      execute: async (args) => r.book(args),
     }),
     cancel_booking: llm.tool({
       description: 'Cancel a booking by its confirmation code. Only when the guest asked to cancel it.',
       parameters: z.object({ code: z.string().describe("the booking's confirmation code, as book_table gave it") }),
-      execute: async (args) => answer(r.cancel(args)),
+      execute: async (args) => r.cancel(args),
     }),
   };
 }
