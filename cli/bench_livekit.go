@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -260,7 +261,7 @@ rounds:
 		}
 	}
 
-	cmp := benchComparison{
+	comp := benchComparison{
 		Agent: b.name, Cores: goruntime.NumCPU(), Turns: b.set.turns, RoundTurns: roundTurns, Note: b.note,
 		Settings: map[string]float64{
 			"ttft":               ms(b.set.ttft),
@@ -272,24 +273,24 @@ rounds:
 		},
 	}
 	for _, r := range rows {
-		cmp.Runtimes = append(cmp.Runtimes, runtimeReportOf(r, b.set, turns[r.key()]))
+		comp.Runtimes = append(comp.Runtimes, runtimeReportOf(r, b.set, turns[r.key()]))
 	}
 	if len(turns) > 0 {
 		if b.asJSON {
 			enc := json.NewEncoder(c.stdout)
 			enc.SetIndent("", "  ")
-			if err := enc.Encode(cmp); err != nil {
+			if err := enc.Encode(comp); err != nil {
 				return err
 			}
 		} else {
-			writeComparisonTable(c.stdout, cmp)
+			writeComparisonTable(c.stdout, comp)
 		}
 	}
 	if runErr != nil {
 		return fmt.Errorf("bench latency: %w", runErr)
 	}
 	var why []string
-	for _, rr := range cmp.Runtimes {
+	for _, rr := range comp.Runtimes {
 		for _, t := range rr.PerTurn {
 			if t.Error != "" {
 				why = append(why, fmt.Sprintf("%s, turn %d: %s", rr.Label, t.Turn, t.Error))
@@ -356,29 +357,31 @@ func livekitFloor(set latencySettings, preemptive bool, tokens int, follows bool
 	return max(set.endpointing, words) + model + set.speechFirstAudio
 }
 
-// The stages of a LiveKit turn, in the order they happen, each timed from
-// the end of the caller's speech: from the agent's session events (the job
-// writes them to a file with the machine's wall clock), from the fake
-// server's records and at the caller.
+// The stages of a LiveKit turn, each timed from the end of the caller's
+// speech, and the stage each follows: from the agent's session events (the
+// job writes them to a file with the machine's wall clock), from the fake
+// server's records and at the caller. With preemptive generation the model
+// is asked as soon as the words are in; the turn ends once they are in and
+// minDelay has passed since the end of the speech.
 var (
 	livekitStages = []latencyStageName{
-		{"speech_stopped", "agent", "the VAD heard the caller stop (user state listening)"},
-		{"transcription_sent", "server", "the utterance reached the recogniser"},
-		{"transcription_answered", "server", "the recogniser answered"},
-		{"transcript", "agent", "the session had the words (user_input_transcribed)"},
-		{"user_turn", "agent", "the caller's turn ended (agent state thinking)"},
-		{"chat_request", "server", "the request reached the model"},
-		{"first_token", "server", "the model's first token left"},
-		{"speech_request", "server", "the first phrase reached the voice"},
-		{"first_audio_sent", "server", "the voice's first audio left"},
-		{"playout_started", "agent", "the agent began to speak (agent state speaking)"},
-		{"heard", "client", "the caller heard it"},
+		{"speech_stopped", "agent", "the VAD heard the caller stop (user state listening)", ""},
+		{"transcription_sent", "server", "the utterance reached the recogniser", "speech_stopped"},
+		{"transcription_answered", "server", "the recogniser answered", "transcription_sent"},
+		{"transcript", "agent", "the session had the words (user_input_transcribed)", "transcription_answered"},
+		{"user_turn", "agent", "the caller's turn ended (agent state thinking)", "transcript"},
+		{"chat_request", "server", "the request reached the model", "user_turn"},
+		{"first_token", "server", "the model's first token left", "chat_request"},
+		{"speech_request", "server", "the first phrase reached the voice", "first_token"},
+		{"first_audio_sent", "server", "the voice's first audio left", "speech_request"},
+		{"playout_started", "agent", "the agent began to speak (agent state speaking)", "first_audio_sent"},
+		{"heard", "client", "the caller heard it", "playout_started"},
 	}
-	livekitPreemptiveStages = []latencyStageName{
-		livekitStages[0], livekitStages[1], livekitStages[2], livekitStages[3],
-		{"chat_request", "server", "the request reached the model (preemptive)"},
-		livekitStages[4], livekitStages[6], livekitStages[7], livekitStages[8], livekitStages[9], livekitStages[10],
-	}
+	livekitPreemptiveStages = func() []latencyStageName {
+		st := slices.Clone(livekitStages)
+		st[5] = latencyStageName{"chat_request", "server", "the request reached the model (preemptive)", "transcript"}
+		return st
+	}()
 )
 
 func livekitStageNames(preemptive bool) []latencyStageName {
@@ -423,37 +426,38 @@ func runtimeReportOf(r benchRow, set latencySettings, turns []latencyTurn) runti
 		heard = append(heard, t.HeardMS)
 		floor = append(floor, t.FloorMS)
 		share = append(share, t.HeardMS-t.FloorMS)
-		prev := 0.0
 		for _, st := range stages {
 			v := t.AtMS[st.name]
 			at[st.name] = append(at[st.name], v)
-			step[st.name] = append(step[st.name], math.Round((v-prev)*10)/10)
-			prev = v
+			step[st.name] = append(step[st.name], math.Round((v-t.AtMS[st.after])*10)/10)
 		}
 	}
 	rep.VoiceToVoice, rep.Floor, rep.Share = stats(heard), stats(floor), stats(share)
 	for _, st := range stages {
-		rep.Stages = append(rep.Stages, latencyStage{Name: st.name, Source: st.source, What: st.what, At: stats(at[st.name]), Step: stats(step[st.name])})
+		rep.Stages = append(rep.Stages, latencyStage{Name: st.name, Source: st.source, What: st.what, After: st.after,
+			At: stats(at[st.name]), Step: stats(step[st.name])})
 	}
+	// In the order they happened, on the whole.
+	slices.SortStableFunc(rep.Stages, func(a, b latencyStage) int { return cmp.Compare(a.At.P50, b.At.P50) })
 	return rep
 }
 
-// writeComparisonTable prints cmp: one row per runtime, then each one's
+// writeComparisonTable prints comp: one row per runtime, then each one's
 // stages.
-func writeComparisonTable(w io.Writer, cmp benchComparison) {
-	set := cmp.Settings
-	fmt.Fprintf(w, "Voice-to-voice latency: the %s agent, %d turns per runtime in rounds of %d (one call each, the runtimes in turn), on %d cores\n", cmp.Agent, cmp.Turns, cmp.RoundTurns, cmp.Cores)
+func writeComparisonTable(w io.Writer, comp benchComparison) {
+	set := comp.Settings
+	fmt.Fprintf(w, "Voice-to-voice latency: the %s agent, %d turns per runtime in rounds of %d (one call each, the runtimes in turn), on %d cores\n", comp.Agent, comp.Turns, comp.RoundTurns, comp.Cores)
 	fmt.Fprintf(w, "providers (one fake server for all): first token %s, then a token every %s; speech first audio %s; transcription %s; silence %s; endpointing %s\n\n",
 		msText(set["ttft"]), msText(set["token_interval"]), msText(set["speech_first_audio"]), msText(set["transcription"]), msText(set["silence"]), msText(set["endpointing"]))
 	const row = "%-58s %9s %9s %9s %9s %10s %9s %9s\n"
 	fmt.Fprintf(w, row, "end of speech → first audio heard", "measured", "p50", "p95", "max", "floor p50", "beyond p50", "p95")
-	for _, r := range cmp.Runtimes {
+	for _, r := range comp.Runtimes {
 		fmt.Fprintf(w, row, r.Label, fmt.Sprintf("%d/%d", r.Measured, r.Turns), msText(r.VoiceToVoice.P50), msText(r.VoiceToVoice.P95), msText(r.VoiceToVoice.Max),
 			msText(r.Floor.P50), msText(r.Share.P50), msText(r.Share.P95))
 	}
 	fmt.Fprintln(w, "\nbeyond: the measurement less the floor, turn by turn: what the runtime adds to what the providers and its own endpointing cost")
 	fmt.Fprintln(w, "answer = ttft + token interval × (the first phrase's tokens − 1, + 1 when more of the answer follows it) + speech first audio")
-	for _, r := range cmp.Runtimes {
+	for _, r := range comp.Runtimes {
 		var tokens []int
 		for _, t := range r.PerTurn {
 			if t.measured() {
@@ -469,13 +473,17 @@ func writeComparisonTable(w io.Writer, cmp benchComparison) {
 			fmt.Fprintf(w, "; first phrases of %d to %d tokens", slices.Min(tokens), slices.Max(tokens))
 		}
 		fmt.Fprintln(w)
-		const stage = "  %-22s %-6s %9s %9s %9s %9s %9s"
-		fmt.Fprintf(w, stage+"\n", "stage", "from", "at p50", "p95", "max", "step p50", "p95")
+		const stage = "  %-22s %-6s %9s %9s %9s %9s %9s   %-22s"
+		fmt.Fprintf(w, stage+"\n", "stage", "from", "at p50", "p95", "max", "step p50", "p95", "step after")
 		for _, s := range r.Stages {
-			fmt.Fprintf(w, stage+"   %s\n", s.Name, s.Source, msText(s.At.P50), msText(s.At.P95), msText(s.At.Max), msText(s.Step.P50), msText(s.Step.P95), s.What)
+			after := s.After
+			if after == "" {
+				after = "end of speech"
+			}
+			fmt.Fprintf(w, stage+" %s\n", s.Name, s.Source, msText(s.At.P50), msText(s.At.P95), msText(s.At.Max), msText(s.Step.P50), msText(s.Step.P95), after, s.What)
 		}
 	}
-	fmt.Fprintln(w, "\nat: after the end of the caller's speech; step: after the stage above")
+	fmt.Fprintln(w, "\nat: after the end of the caller's speech; step: after the stage it follows")
 }
 
 // livekitServerBinary is livekit-server, built from its module into the

@@ -32,19 +32,19 @@ func TestBenchLatencyLivekitMeasuresEveryTurnAboveTheFloor(t *testing.T) {
 		t.Fatalf("bench latency --runtime livekit: %v\n%s", err, errs.String())
 	}
 	t.Logf("progress:\n%s", errs.String())
-	var cmp benchComparison
-	if err := json.Unmarshal(out.Bytes(), &cmp); err != nil {
+	var comp benchComparison
+	if err := json.Unmarshal(out.Bytes(), &comp); err != nil {
 		t.Fatalf("the JSON: %v\n%s", err, out.String())
 	}
-	if cmp.Agent != "booking" || cmp.Turns != 2 || len(cmp.Runtimes) != 1 {
-		t.Fatalf("agent %q, %d turns, %d runtimes; want booking, 2 and 1", cmp.Agent, cmp.Turns, len(cmp.Runtimes))
+	if comp.Agent != "booking" || comp.Turns != 2 || len(comp.Runtimes) != 1 {
+		t.Fatalf("agent %q, %d turns, %d runtimes; want booking, 2 and 1", comp.Agent, comp.Turns, len(comp.Runtimes))
 	}
-	rep := cmp.Runtimes[0]
+	rep := comp.Runtimes[0]
 	if rep.Runtime != "livekit" || !rep.Speculate || rep.Turns != 2 || rep.Measured != 2 || len(rep.PerTurn) != 2 || len(rep.Stages) != len(livekitPreemptiveStages) {
 		t.Fatalf("runtime %q (preemptive %v): %d of %d turns measured, %d turns and %d stages reported; want livekit (preemptive), 2 of 2, 2 and %d",
 			rep.Runtime, rep.Speculate, rep.Measured, rep.Turns, len(rep.PerTurn), len(rep.Stages), len(livekitPreemptiveStages))
 	}
-	set := cmp.Settings
+	set := comp.Settings
 	// The floor of the shortest first phrase, one token: the turn ends
 	// minDelay after the speech at the soonest, and the voice is asked
 	// only then.
