@@ -236,17 +236,18 @@ rounds:
 	for round := 1; len(turns[rows[len(rows)-1].key()]) < b.set.turns; round++ {
 		for _, r := range rows {
 			n := min(roundTurns, b.set.turns-len(turns[r.key()]))
+			progress := prefixWriter(c.stderr, fmt.Sprintf("%s, round %d", r.label, round))
 			var got []latencyTurn
 			switch r.runtime {
 			case "holdline":
 				set := b.set
 				set.turns, set.speculate = n, true
-				lr := &latencyRun{settings: set, fake: b.fake, lines: b.lines, speech: b.speech, setLine: b.setLine, stderr: prefixWriter(c.stderr, r.label)}
+				lr := &latencyRun{settings: set, fake: b.fake, lines: b.lines, speech: b.speech, setLine: b.setLine, stderr: progress}
 				runErr = lr.run(ctx, base)
 				got = lr.turns
 			case "livekit":
 				lr := &livekitRun{settings: b.set, preemptive: r.speculate, fake: b.fake, lines: b.lines, speech: b.speech, setLine: b.setLine,
-					stderr: prefixWriter(c.stderr, r.label), srv: srv, worker: workers[r.speculate], logger: b.logger}
+					stderr: progress, srv: srv, worker: workers[r.speculate], logger: b.logger}
 				runErr = lr.round(ctx, fmt.Sprintf("bench-%s-%d", r.key(), round), n)
 				got = lr.turns
 			}
