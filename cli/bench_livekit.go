@@ -1179,7 +1179,7 @@ func (r *livekitRun) summary(room string) string {
 		return err.Error()
 	}
 	if len(evs) == 0 {
-		return "none: the worker never started the job"
+		return "none: the worker never started the job (-v shows its log)"
 	}
 	var parts []string
 	for _, e := range evs {
