@@ -188,13 +188,15 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, host: host, ownHost: own, ua: ua, srv: srv, client: client, calls: map[string]*call{}, serving: make(chan struct{}), pacer: p}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	srv.OnInvite(s.onInvite)
-	srv.OnAck(s.onAck)
-	srv.OnBye(s.onBye)
-	srv.OnInfo(s.onInfo)
-	srv.OnRefer(s.onRefer)
-	srv.OnOptions(s.onOptions)
-	srv.OnNotify(s.onNotify)
+	srv.OnInvite(byTheRFC(s.onInvite))
+	srv.OnAck(byTheRFC(s.onAck))
+	srv.OnBye(byTheRFC(s.onBye))
+	srv.OnCancel(byTheRFC(s.onCancel))
+	srv.OnInfo(byTheRFC(s.onInfo))
+	srv.OnRefer(byTheRFC(s.onRefer))
+	srv.OnOptions(byTheRFC(s.onOptions))
+	srv.OnNotify(byTheRFC(s.onNotify))
+	srv.OnNoRoute(byTheRFC(s.onUnknown))
 	return s, nil
 }
 
@@ -592,7 +594,7 @@ func (s *Server) onRefer(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 
 func (s *Server) onOptions(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 	res := sipmsg.NewResponseFromRequest(req, 200, "OK", nil)
-	res.AppendHeader(sipmsg.NewHeader("Allow", "INVITE, ACK, BYE, CANCEL, OPTIONS, INFO, REFER, NOTIFY"))
+	res.AppendHeader(sipmsg.NewHeader("Allow", allowedMethods))
 	res.AppendHeader(sipmsg.NewHeader("Accept", "application/sdp, application/dtmf-relay, application/dtmf"))
 	_ = tx.Respond(res)
 }
