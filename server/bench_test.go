@@ -1158,7 +1158,7 @@ func (c *lightClient) Delete(ctx context.Context, base string) error {
 		return err
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNoContent {
 		return fmt.Errorf("DELETE %s: HTTP %d", c.location, resp.StatusCode)
 	}
 	return nil

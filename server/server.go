@@ -219,9 +219,12 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 		gone:    map[string]time.Time{},
 	}
 	host.AddTransport(kind)
-	s.mux.HandleFunc("POST /v1/sessions", s.authorized(headerOnly, s.createSession))
+	s.mux.HandleFunc("POST /v1/sessions", withCORS(endpointMethods, s.authorized(headerOnly, s.createSession)))
+	s.mux.HandleFunc("OPTIONS /v1/sessions", s.optionsEndpoint)
 	s.mux.HandleFunc("GET /v1/sessions", s.authorized(headerOnly, s.listSessions))
-	s.mux.HandleFunc("DELETE /v1/sessions/{id}", s.authorized(headerOnly, s.deleteSession))
+	s.mux.HandleFunc("DELETE /v1/sessions/{id}", withCORS(resourceMethods, s.authorized(headerOnly, s.deleteSession)))
+	s.mux.HandleFunc("PATCH /v1/sessions/{id}", withCORS(resourceMethods, s.authorized(headerOnly, s.patchResource)))
+	s.mux.HandleFunc("OPTIONS /v1/sessions/{id}", s.optionsResource)
 	s.mux.HandleFunc("GET /v1/sessions/{id}/events", s.authorized(headerOrQuery, s.streamEvents))
 	s.mux.HandleFunc("POST /v1/sessions/{id}/input", s.authorized(headerOnly, s.postInput))
 	s.mux.HandleFunc("GET /v1/sessions/{id}/context", s.authorized(headerOnly, s.getContext))
@@ -550,7 +553,8 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.End("ended by the client")
-	w.WriteHeader(http.StatusNoContent)
+	// 200, as RFC 9725's flow answers a WHIP resource's DELETE.
+	w.WriteHeader(http.StatusOK)
 }
 
 // postInput takes typed input for the session, as the data channel does.

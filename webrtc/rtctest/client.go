@@ -503,7 +503,7 @@ func (c *Client) Delete(ctx context.Context, base, token string) error {
 		return err
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNoContent {
 		return &ErrStatus{Status: resp.StatusCode}
 	}
 	return nil
