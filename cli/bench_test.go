@@ -62,7 +62,10 @@ func TestBenchLatencyMeasuresEveryTurnAboveTheFloor(t *testing.T) {
 			{"first_audio_sent", "playout_started"},
 		} {
 			for k := 1; k < len(chain); k++ {
-				if at[chain[k]] < at[chain[k-1]] {
+				// A writer notes when it sent after the write returns,
+				// and audio to an idle output leaves at once: the next
+				// stage may be seen a fraction of a millisecond sooner.
+				if at[chain[k]] < at[chain[k-1]]-1 {
 					t.Errorf("turn %d: %s at %v ms, before %s at %v ms", i+1, chain[k], at[chain[k]], chain[k-1], at[chain[k-1]])
 				}
 			}
