@@ -37,6 +37,8 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 	echo := fs.Bool("echo-cancel", false, "run Holdline's echo canceller on browser audio too (browsers cancel echo themselves)")
 	publicIP := fs.String("public-ip", "", "announce this `IP` as the media address (a server behind 1:1 NAT)")
 	ports := fs.String("udp-ports", "", "media UDP port range `MIN-MAX` (default: any)")
+	iceServers := fs.String("ice-servers", "", "STUN and TURN servers for the server's side of WebRTC calls, as the W3C RTCIceServer `JSON` "+
+		`[{"urls":["turn:host:3478"],"username":"u","credential":"p"}] (default: $HOLDLINE_ICE_SERVERS; none)`)
 	sipAddr := fs.String("sip", "", "also answer phone calls: `udp:ADDR` (e.g. udp:0.0.0.0:5060)")
 	sipAllow := fs.String("sip-allow", "", "accept INVITEs only from these `CIDRs` (comma-separated: a trunk's addresses)")
 	rtpTimeout := fs.Duration("rtp-timeout", hsip.DefaultRTPTimeout, "hang up a call whose caller sent no RTP for this long")
@@ -87,6 +89,16 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 		}
 	}
 	var topts []webrtc.Option
+	if *iceServers == "" {
+		*iceServers = os.Getenv("HOLDLINE_ICE_SERVERS")
+	}
+	if *iceServers != "" {
+		servers, err := webrtc.ParseICEServers([]byte(*iceServers))
+		if err != nil {
+			return fmt.Errorf("--ice-servers: %w", err)
+		}
+		topts = append(topts, webrtc.WithICEServer(servers...))
+	}
 	if *ports != "" {
 		lo, hi, err := portRange(*ports)
 		if err != nil {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -143,5 +144,26 @@ func TestServeMetricsFlagServesThemOnTheirOwnListenerWithoutTheToken(t *testing.
 	}
 	if _, err := http.Get("http://" + metricsAddr + "/metrics"); err == nil {
 		t.Error("the metrics listener is still up after serve stopped")
+	}
+}
+
+// ICE servers that cannot work are refused at start, with why, before
+// anything listens; the environment gives them when the flag does not.
+func TestServeRefusesICEServersThatCannotWork(t *testing.T) {
+	for _, tc := range []struct{ flag, env, want string }{
+		{`[{"urls":"turn:127.0.0.1:3478"}]`, "", "needs a username and a credential"},
+		{"", `[{"urls":"http://example.net"}]`, "not a stun:"},
+		{"not json", "", "JSON array"},
+	} {
+		t.Setenv("HOLDLINE_ICE_SERVERS", tc.env)
+		args := []string{"serve", "--http", "127.0.0.1:0", "--store", "none"}
+		if tc.flag != "" {
+			args = append(args, "--ice-servers", tc.flag)
+		}
+		var out, errs bytes.Buffer
+		err := run(t.Context(), args, nil, &out, &errs)
+		if err == nil || !strings.Contains(err.Error(), "--ice-servers") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("flag %q, env %q: %v; want an --ice-servers error saying %q", tc.flag, tc.env, err, tc.want)
+		}
 	}
 }

@@ -174,7 +174,14 @@ func (t *Transport) Answer(ctx context.Context, offer string, h Handler) (*Peer,
 	select {
 	case <-gathered:
 	case <-gctx.Done():
-		return nil, fmt.Errorf("webrtc: gathering candidates: %w", gctx.Err())
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("webrtc: gathering candidates: %w", ctx.Err())
+		}
+		// A STUN or TURN server that does not answer must not cost the
+		// caller the call: answer with the candidates gathered so far
+		// (the host ones at least; the browser's checks teach the rest).
+		t.cfg.log.Warn("webrtc: candidate gathering did not finish in time; answering with the candidates gathered",
+			"timeout", t.cfg.gatherTimeout)
 	}
 	p.answer = pc.LocalDescription().SDP
 	ok = true

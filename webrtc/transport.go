@@ -51,10 +51,13 @@ type transportConfig struct {
 // Option configures a Transport.
 type Option func(*transportConfig) error
 
-// WithICEServers sets the STUN/TURN servers the peer gathers candidates
-// with, as "stun:host:port" or "turn:host:port" URLs.
+// WithICEServers sets STUN servers the peer gathers candidates with, as
+// "stun:host:port" URLs. A TURN server needs credentials: WithICEServer.
 func WithICEServers(urls ...string) Option {
 	return func(c *transportConfig) error {
+		if err := (ICEServer{URLs: urls}).check(); err != nil {
+			return fmt.Errorf("webrtc: %w (WithICEServer takes them)", err)
+		}
 		c.iceServers = append(c.iceServers, pion.ICEServer{URLs: urls})
 		return nil
 	}
@@ -99,7 +102,8 @@ func WithInterfaces(names ...string) Option {
 	}
 }
 
-// WithGatherTimeout bounds how long an answer waits for its candidates.
+// WithGatherTimeout bounds how long an answer waits for its candidates: at
+// the deadline it goes with those gathered so far.
 func WithGatherTimeout(d time.Duration) Option {
 	return func(c *transportConfig) error {
 		if d <= 0 {
