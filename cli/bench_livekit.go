@@ -474,15 +474,7 @@ func writeComparisonTable(w io.Writer, comp benchComparison) {
 			fmt.Fprintf(w, "; first phrases of %d to %d tokens", slices.Min(tokens), slices.Max(tokens))
 		}
 		fmt.Fprintln(w)
-		const stage = "  %-22s %-6s %9s %9s %9s %9s %9s   %-22s"
-		fmt.Fprintf(w, stage+"\n", "stage", "from", "at p50", "p95", "max", "step p50", "p95", "step after")
-		for _, s := range r.Stages {
-			after := s.After
-			if after == "" {
-				after = "end of speech"
-			}
-			fmt.Fprintf(w, stage+" %s\n", s.Name, s.Source, msText(s.At.P50), msText(s.At.P95), msText(s.At.Max), msText(s.Step.P50), msText(s.Step.P95), after, s.What)
-		}
+		writeStageTable(w, "  ", r.Stages)
 	}
 	fmt.Fprintln(w, "\nat: after the end of the caller's speech; step: after the stage it follows")
 }

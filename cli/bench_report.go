@@ -147,16 +147,21 @@ func writeLatencyTable(w io.Writer, rep latencyReport) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w)
-	const stage = "%-22s %-6s %9s %9s %9s %9s %9s   %-22s"
+	writeStageTable(w, "", rep.Stages)
+	fmt.Fprintln(w, "\nat: after the end of the caller's speech; step: after the stage it follows")
+}
+
+// writeStageTable prints stages, a row each, every line after indent.
+func writeStageTable(w io.Writer, indent string, stages []latencyStage) {
+	stage := indent + "%-22s %-6s %9s %9s %9s %9s %9s   %-22s"
 	fmt.Fprintf(w, stage+"\n", "stage", "from", "at p50", "p95", "max", "step p50", "p95", "step after")
-	for _, s := range rep.Stages {
+	for _, s := range stages {
 		after := s.After
 		if after == "" {
 			after = "end of speech"
 		}
 		fmt.Fprintf(w, stage+" %s\n", s.Name, s.Source, msText(s.At.P50), msText(s.At.P95), msText(s.At.Max), msText(s.Step.P50), msText(s.Step.P95), after, s.What)
 	}
-	fmt.Fprintln(w, "\nat: after the end of the caller's speech; step: after the stage it follows")
 }
 
 // msText is a duration in ms as the table prints it.
