@@ -39,6 +39,10 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 	ports := fs.String("udp-ports", "", "media UDP port range `MIN-MAX` (default: any)")
 	iceServers := fs.String("ice-servers", "", "STUN and TURN servers for the server's side of WebRTC calls, as the W3C RTCIceServer `JSON` "+
 		`[{"urls":["turn:host:3478"],"username":"u","credential":"p"}] (default: $HOLDLINE_ICE_SERVERS; none)`)
+	turnSecret := fs.String("turn-secret", "", "a `SECRET` shared with a TURN server (coturn's static-auth-secret with use-auth-secret): every call, "+
+		"the server's side and the client's, gets credentials of its own that expire (default: $HOLDLINE_TURN_SECRET; prefer it: a flag shows in ps)")
+	turnURLs := fs.String("turn-urls", "", "the TURN server(s) --turn-secret is for, comma-separated `URLs` (turn:host:3478,turns:host:5349)")
+	turnTTL := fs.Duration("turn-ttl", webrtc.DefaultTURNCredentialTTL, "how long minted TURN credentials last: longer than a call and its resume window")
 	sipAddr := fs.String("sip", "", "also answer phone calls: `udp:ADDR` (e.g. udp:0.0.0.0:5060)")
 	sipAllow := fs.String("sip-allow", "", "accept INVITEs only from these `CIDRs` (comma-separated: a trunk's addresses)")
 	rtpTimeout := fs.Duration("rtp-timeout", hsip.DefaultRTPTimeout, "hang up a call whose caller sent no RTP for this long")
@@ -98,6 +102,24 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 			return fmt.Errorf("--ice-servers: %w", err)
 		}
 		topts = append(topts, webrtc.WithICEServer(servers...))
+	}
+	if *turnSecret == "" {
+		*turnSecret = os.Getenv("HOLDLINE_TURN_SECRET")
+	}
+	switch {
+	case *turnSecret != "" && *turnURLs == "":
+		return errors.New("--turn-secret: name the TURN server it is for with --turn-urls turn:HOST:3478")
+	case *turnSecret == "" && *turnURLs != "":
+		return errors.New("--turn-urls: give the secret shared with the TURN server in HOLDLINE_TURN_SECRET (or --turn-secret); for a TURN server with a fixed username and password, use --ice-servers")
+	case *turnSecret != "":
+		if *turnTTL < *ttl {
+			return fmt.Errorf("--turn-ttl %v is shorter than --resume-ttl %v: a resumed call could not use its relay", *turnTTL, *ttl)
+		}
+		opt := webrtc.WithTURNSecret(*turnSecret, *turnTTL, strings.Split(*turnURLs, ",")...)
+		if _, err := webrtc.NewTransport(opt); err != nil {
+			return fmt.Errorf("--turn-urls: %w", err)
+		}
+		topts = append(topts, opt)
 	}
 	if *ports != "" {
 		lo, hi, err := portRange(*ports)

@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"context"
 	"errors"
 	"io"
@@ -164,6 +165,33 @@ func TestServeRefusesICEServersThatCannotWork(t *testing.T) {
 		err := run(t.Context(), args, nil, &out, &errs)
 		if err == nil || !strings.Contains(err.Error(), "--ice-servers") || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("flag %q, env %q: %v; want an --ice-servers error saying %q", tc.flag, tc.env, err, tc.want)
+		}
+	}
+}
+
+// A TURN secret without the server it is for, a server without its
+// secret, or credentials that would expire before a resumed call could use
+// them, are refused at start with what to do; the secret is never echoed.
+func TestServeRefusesTURNSettingsThatCannotWork(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		args []string
+		want string
+	}{
+		{"hunter2", nil, "--turn-urls turn:HOST:3478"},
+		{"", []string{"--turn-urls", "turn:127.0.0.1:3478"}, "HOLDLINE_TURN_SECRET"},
+		{"hunter2", []string{"--turn-urls", "stun:127.0.0.1:3478"}, "not a turn:"},
+		{"hunter2", []string{"--turn-urls", "turn:127.0.0.1:3478", "--turn-ttl", "1m", "--resume-ttl", "5m"}, "shorter than --resume-ttl"},
+	} {
+		t.Setenv("HOLDLINE_TURN_SECRET", tc.env)
+		args := append([]string{"serve", "--http", "127.0.0.1:0", "--store", "none"}, tc.args...)
+		var out, errs bytes.Buffer
+		err := run(t.Context(), args, nil, &out, &errs)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q with secret %q: %v; want an error saying %q", tc.args, tc.env, err, tc.want)
+		}
+		if tc.env != "" && (strings.Contains(fmt.Sprint(err), tc.env) || strings.Contains(out.String()+errs.String(), tc.env)) {
+			t.Errorf("%q: the secret was printed: %v\n%s%s", tc.args, err, out.String(), errs.String())
 		}
 	}
 }

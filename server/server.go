@@ -302,13 +302,20 @@ func (s *Server) fail(w http.ResponseWriter, status int, reason string) {
 	fmt.Fprintln(w, reason)
 }
 
-func (s *Server) serveConfig(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) serveConfig(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
+	// Minted TURN credentials differ on every request.
+	w.Header().Set("Cache-Control", "no-store")
+	servers := s.iceServersFor(r, "page")
+	if servers == nil {
+		servers = []webrtc.ICEServer{}
+	}
 	json.NewEncoder(w).Encode(map[string]any{
 		"agent":          s.cfg.agentName,
 		"auth_required":  s.cfg.token != "",
 		"max_text_bytes": MaxTextBytes,
 		"resume_ttl_ms":  s.cfg.resumeTTL.Milliseconds(),
+		"ice_servers":    servers,
 	})
 }
 
@@ -507,6 +514,8 @@ func (s *Server) answered(w http.ResponseWriter, id, tok, answer string, resumed
 	h.Set(HeaderResumeToken, tok)
 	h.Set(HeaderResumed, fmt.Sprint(resumed))
 	h.Set("Cache-Control", "no-store")
+	// The request carried the token (it was let in): every server goes.
+	linkICEServers(h, s.cfg.transport.ICEServers(id))
 	w.WriteHeader(http.StatusCreated)
 	io.WriteString(w, answer)
 }

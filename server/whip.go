@@ -2,7 +2,10 @@ package server
 
 import (
 	"net/http"
+	"slices"
 	"strings"
+
+	"github.com/holdline/holdline/webrtc"
 )
 
 // WHIP (RFC 9725): a session is a WHIP resource. The endpoint answers a
@@ -10,6 +13,12 @@ import (
 // session ends with DELETE (200, as the RFC's flow has it); trickle ICE
 // over PATCH is not taken, because the answer carries every candidate the
 // server has (501, as RFC 9725 4.3.1 allows for the whole resource).
+//
+// The ICE servers a client should use (serve --ice-servers, --turn-secret)
+// go in Link headers (RFC 9725 section 4.6) on the 201 and on OPTIONS, and
+// in /v1/config's ice_servers. Those with credentials go only to a request
+// that carries the server's token, when one is set: a CORS preflight or a
+// page that has not been given the token sees the STUN servers only.
 
 // corsAllowHeaders are the request headers a browser on another origin
 // may send: the token, the offer's type, and WHIP's If-Match.
@@ -49,6 +58,7 @@ func (s *Server) optionsEndpoint(w http.ResponseWriter, r *http.Request) {
 	cors(w.Header(), endpointMethods)
 	w.Header().Set("Accept-Post", "application/sdp")
 	w.Header().Set("Allow", endpointMethods)
+	linkICEServers(w.Header(), s.iceServersFor(r, "whip"))
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -69,4 +79,36 @@ func (s *Server) patchResource(w http.ResponseWriter, r *http.Request) {
 	typ := strings.ToLower(strings.TrimSpace(strings.Split(r.Header.Get("Content-Type"), ";")[0]))
 	s.fail(w, http.StatusNotImplemented, "trickle ICE (PATCH "+typ+") is not supported: the SDP answer carries every candidate; "+
 		"after a network change, POST a new offer with the "+HeaderResumeToken+" header")
+}
+
+// iceServersFor returns the ICE servers to tell the client of r: all of
+// them when r may know them (the server asks no token, or r carries it),
+// else only those without credentials, so that a TURN password does not
+// go to whoever asks. user names the client in minted TURN credentials.
+func (s *Server) iceServersFor(r *http.Request, user string) []webrtc.ICEServer {
+	servers := s.cfg.transport.ICEServers(user)
+	if s.carriesToken(r) {
+		return servers
+	}
+	return slices.DeleteFunc(servers, func(srv webrtc.ICEServer) bool { return srv.Credential != "" })
+}
+
+// linkICEServers adds a Link header per ICE server URL, as RFC 9725
+// section 4.6 has it: a WHIP client configures its peer connection (or
+// an ICE restart) with them.
+func linkICEServers(h http.Header, servers []webrtc.ICEServer) {
+	for _, srv := range servers {
+		for _, u := range srv.URLs {
+			v := "<" + u + `>; rel="ice-server"`
+			if srv.Credential != "" {
+				v += "; username=" + quoteParam(srv.Username) + "; credential=" + quoteParam(srv.Credential) + `; credential-type="password"`
+			}
+			h.Add("Link", v)
+		}
+	}
+}
+
+// quoteParam quotes a Link parameter value (RFC 8288's quoted-string).
+func quoteParam(v string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(v) + `"`
 }

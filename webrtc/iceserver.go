@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	pion "github.com/pion/webrtc/v4"
@@ -57,7 +58,8 @@ func WithICEServer(servers ...ICEServer) Option {
 			if err := s.check(); err != nil {
 				return fmt.Errorf("webrtc: %w", err)
 			}
-			c.iceServers = append(c.iceServers, s.pion())
+			s.URLs = slices.Clone(s.URLs)
+			c.servers = append(c.servers, s)
 		}
 		return nil
 	}
@@ -90,4 +92,15 @@ func ParseICEServers(data []byte) ([]ICEServer, error) {
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// pionServers are the ICE servers of one new peer: the fixed ones, and a
+// TURN server with credentials minted for it.
+func (t *Transport) pionServers() []pion.ICEServer {
+	servers := t.ICEServers("holdline")
+	out := make([]pion.ICEServer, len(servers))
+	for i, s := range servers {
+		out[i] = s.pion()
+	}
+	return out
 }

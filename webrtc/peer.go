@@ -119,7 +119,7 @@ func (t *Transport) Answer(ctx context.Context, offer string, h Handler) (*Peer,
 	if err := checkOffer(offer); err != nil {
 		return nil, err
 	}
-	pc, err := t.api.NewPeerConnection(pion.Configuration{ICEServers: t.cfg.iceServers})
+	pc, err := t.api.NewPeerConnection(pion.Configuration{ICEServers: t.pionServers()})
 	if err != nil {
 		return nil, fmt.Errorf("webrtc: new peer: %w", err)
 	}

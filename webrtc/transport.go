@@ -33,10 +33,16 @@ const (
 	// DefaultFailedTimeout is how long a disconnected peer may recover
 	// before it is failed and closed.
 	DefaultFailedTimeout = 10 * time.Second
+	// DefaultSTUNTimeout bounds the wait for a STUN server's answer while
+	// gathering. A STUN server answers within a round trip or not at all,
+	// and every call's answer waits for it.
+	DefaultSTUNTimeout = time.Second
 )
 
 type transportConfig struct {
-	iceServers                  []pion.ICEServer
+	servers                     []ICEServer // STUN and TURN servers with fixed credentials
+	turn                        *turnSecret // a TURN server whose credentials are minted per peer
+	stunTimeout                 time.Duration
 	portMin, portMax            uint16
 	nat1To1                     []string
 	loopback                    bool
@@ -58,7 +64,7 @@ func WithICEServers(urls ...string) Option {
 		if err := (ICEServer{URLs: urls}).check(); err != nil {
 			return fmt.Errorf("webrtc: %w (WithICEServer takes them)", err)
 		}
-		c.iceServers = append(c.iceServers, pion.ICEServer{URLs: urls})
+		c.servers = append(c.servers, ICEServer{URLs: slices.Clone(urls)})
 		return nil
 	}
 }
@@ -114,6 +120,19 @@ func WithGatherTimeout(d time.Duration) Option {
 	}
 }
 
+// WithSTUNTimeout bounds how long gathering waits for a STUN server's
+// answer (default DefaultSTUNTimeout): past it, the answer goes without
+// that server's candidate.
+func WithSTUNTimeout(d time.Duration) Option {
+	return func(c *transportConfig) error {
+		if d <= 0 {
+			return fmt.Errorf("webrtc: STUN timeout %v", d)
+		}
+		c.stunTimeout = d
+		return nil
+	}
+}
+
 // WithICETimeouts sets how long without traffic before a peer is
 // disconnected, and how much longer before it is failed and closed.
 func WithICETimeouts(disconnected, failed time.Duration) Option {
@@ -154,6 +173,7 @@ func NewTransport(opts ...Option) (*Transport, error) {
 	cfg := transportConfig{
 		loopback:       true,
 		gatherTimeout:  DefaultGatherTimeout,
+		stunTimeout:    DefaultSTUNTimeout,
 		disconnected:   DefaultDisconnectedTimeout,
 		failed:         DefaultFailedTimeout,
 		log:            slog.Default(),
@@ -182,6 +202,7 @@ func NewTransport(opts ...Option) (*Transport, error) {
 	var se pion.SettingEngine
 	se.SetIncludeLoopbackCandidate(cfg.loopback)
 	se.SetICETimeouts(cfg.disconnected, cfg.failed, time.Second)
+	se.SetSTUNGatherTimeout(min(cfg.stunTimeout, cfg.gatherTimeout))
 	se.SetNetworkTypes([]pion.NetworkType{pion.NetworkTypeUDP4, pion.NetworkTypeUDP6})
 	if len(cfg.interfaces) > 0 {
 		se.SetInterfaceFilter(func(name string) bool { return slices.Contains(cfg.interfaces, name) })

@@ -10,6 +10,9 @@
   const params = new URLSearchParams(location.search);
   const AUDIO_PROCESSING = params.get('aec') !== '0';
   const AUTOCONNECT = params.get('autoconnect') === '1';
+  // ?relay=1 sends media only through the TURN servers the server names:
+  // to try a TURN setup, or a caller whose network allows nothing else.
+  const RELAY_ONLY = params.get('relay') === '1';
 
   const RESUME_KEY = 'holdline.resume';
   const TOKEN_KEY = 'holdline.token';
@@ -535,6 +538,24 @@
     }
   }
 
+  // rtcConfiguration is the peer connection's configuration: the STUN and
+  // TURN servers the server names. TURN credentials are minted per request
+  // and expire, and are given only with the token, so they are asked for
+  // again at each connection when there may be any.
+  async function rtcConfiguration() {
+    let servers = config.ice_servers || [];
+    if (config.auth_required || servers.some((s) => s.credential)) {
+      try {
+        const res = await fetch('/v1/config', { headers: authHeaders(), cache: 'no-store' });
+        const c = res.ok ? await res.json() : null;
+        if (c && Array.isArray(c.ice_servers)) servers = c.ice_servers;
+      } catch (_) { /* keep the servers the page loaded with */ }
+    }
+    const cfg = { iceServers: servers };
+    if (RELAY_ONLY) cfg.iceTransportPolicy = 'relay';
+    return cfg;
+  }
+
   // attempt makes one offer on a new peer connection (resuming with token
   // when given) and resolves once the data channel is open.
   async function attempt(resumeToken) {
@@ -549,7 +570,7 @@
     clearTimeout(disconnectTimer);
     closeConnection(pc, dc);
 
-    const conn = new RTCPeerConnection();
+    const conn = new RTCPeerConnection(await step(rtcConfiguration()));
     const channel = conn.createDataChannel('holdline', { ordered: true });
     pc = conn;
     dc = channel;

@@ -56,6 +56,9 @@ type Client struct {
 	ResumeToken string
 	// Resumed says the server resumed a session rather than starting one.
 	Resumed bool
+	// Links are the answer's Link headers: the ICE servers the server
+	// names (RFC 9725 section 4.6).
+	Links []string
 
 	pc    *pion.PeerConnection
 	track *pion.TrackLocalStaticSample
@@ -236,6 +239,7 @@ func (c *Client) post(ctx context.Context, base string, o Options, offer string)
 	c.Location = resp.Header.Get("Location")
 	c.ResumeToken = resp.Header.Get("Holdline-Resume-Token")
 	c.Resumed = resp.Header.Get("Holdline-Session-Resumed") == "true"
+	c.Links = resp.Header.Values("Link")
 	return string(body), nil
 }
 
