@@ -3,9 +3,9 @@ package cli
 import (
 	"bufio"
 	"bytes"
-	"fmt"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
