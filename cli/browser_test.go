@@ -52,6 +52,17 @@ type browserResult struct {
 	P50            int   `json:"p50"`
 	P95            int   `json:"p95"`
 
+	// The relay scenario: each session.
+	Relay []struct {
+		Connected               bool
+		ConnectMs               int
+		Session, Error          string
+		GreetingPeakRMS         float64
+		Local, Remote           string // the selected pair's candidate types
+		RelayProtocol           string
+		Heard, BookState, Reply string
+	}
+
 	// The page scenario.
 	Missing, Wrong, Right pageOutcome
 	Storage               struct{ Session, Local *string }

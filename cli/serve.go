@@ -39,6 +39,7 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 	ports := fs.String("udp-ports", "", "media UDP port range `MIN-MAX` (default: any)")
 	iceServers := fs.String("ice-servers", "", "STUN and TURN servers for the server's side of WebRTC calls, as the W3C RTCIceServer `JSON` "+
 		`[{"urls":["turn:host:3478"],"username":"u","credential":"p"}] (default: $HOLDLINE_ICE_SERVERS; none)`)
+	iceInterfaces := fs.String("ice-interfaces", "", "carry media only on these network `INTERFACES` (comma-separated, e.g. eth0): no candidates on the others (default: all)")
 	turnSecret := fs.String("turn-secret", "", "a `SECRET` shared with a TURN server (coturn's static-auth-secret with use-auth-secret): every call, "+
 		"the server's side and the client's, gets credentials of its own that expire (default: $HOLDLINE_TURN_SECRET; prefer it: a flag shows in ps)")
 	turnURLs := fs.String("turn-urls", "", "the TURN server(s) --turn-secret is for, comma-separated `URLs` (turn:host:3478,turns:host:5349)")
@@ -102,6 +103,9 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 			return fmt.Errorf("--ice-servers: %w", err)
 		}
 		topts = append(topts, webrtc.WithICEServer(servers...))
+	}
+	if *iceInterfaces != "" {
+		topts = append(topts, webrtc.WithInterfaces(strings.Split(*iceInterfaces, ",")...))
 	}
 	if *turnSecret == "" {
 		*turnSecret = os.Getenv("HOLDLINE_TURN_SECRET")

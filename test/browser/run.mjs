@@ -12,6 +12,11 @@
 //     times; count the answers cut, and measure at the page the gap from
 //     the sound's end to the agent's voice and the longest silence.
 //
+//   node run.mjs relay URL CALLER.wav OUTDIR [SESSIONS]
+//     with ?relay=1 (media only through the TURN servers the server
+//     names): SESSIONS times, a new tab connects, hears the greeting
+//     through a relayed candidate pair, and hangs up; the first one also
+//     speaks the WAV's request and sees it booked.
 //   node run.mjs page URL CALLER.wav OUTDIR TOKEN
 //     on a server that wants TOKEN: the page tells a missing token from a
 //     wrong one and keeps the right one for the tab only; typed text over
@@ -37,9 +42,15 @@ const browser = await chromium.launch({
   args: [
     '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
     '--disable-background-networking', '--disable-component-update', '--disable-sync',
-    '--allow-loopback-in-peer-connection', '--use-fake-ui-for-media-stream',
+    // The relay scenario's browser is on a network of its own: gathering
+    // on its loopback would wait out a TURN server it cannot reach there.
+    ...(scenario === 'relay' ? [] : ['--allow-loopback-in-peer-connection']), '--use-fake-ui-for-media-stream',
     '--use-fake-device-for-media-stream', `--use-file-for-fake-audio-capture=${wav}`,
     '--autoplay-policy=no-user-gesture-required',
+    // A server on another host than localhost (a test's network
+    // namespace) serves the page over plain HTTP; the microphone still
+    // needs a secure context.
+    `--unsafely-treat-insecure-origin-as-secure=${url}`,
   ],
 });
 const result = { scenario };
@@ -48,9 +59,10 @@ try {
   page = await browser.newPage({ viewport: { width: 1280, height: 860 }, bypassCSP: true });
   page.on('console', (m) => { if (m.type() === 'error') log('page error:', m.text()); });
   page.on('pageerror', (e) => log('page exception:', e.message));
-  await page.goto(`${url}/?aec=0`);
+  await page.goto(`${url}/?aec=0${scenario === 'relay' ? '&relay=1' : ''}`);
   await page.waitForFunction(() => window.holdline && window.holdline.state === 'idle');
   if (scenario === 'booking') await booking();
+  else if (scenario === 'relay') await relay(Number(trialsArg || 10));
   else if (scenario === 'bargein') await bargein(Number(trialsArg || 20));
   else if (scenario === 'backchannel') await backchannel(Number(trialsArg || 10));
   else if (scenario === 'page') await pageScenario(tokenArg);
@@ -233,6 +245,63 @@ async function booking() {
   await page.screenshot({ path: `${outDir}/resumed.png`, fullPage: true });
   await page.setViewportSize({ width: 390, height: 844 });
   await page.screenshot({ path: `${outDir}/phone.png`, fullPage: false });
+}
+
+// ---------------------------------------------------------------- relay
+
+// relay connects `sessions` times, each in a new tab of the relay-only
+// page, and notes for each whether the greeting was heard and the type of
+// the candidates the media went over.
+async function relay(sessions) {
+  result.relay = [];
+  for (let i = 0; i < sessions; i++) {
+    if (i > 0) {
+      await page.close();
+      page = await browser.newPage({ bypassCSP: true });
+      await page.goto(`${url}/?aec=0&relay=1`);
+      await page.waitForFunction(() => window.holdline && window.holdline.state === 'idle');
+    }
+    const r = { connected: false };
+    result.relay.push(r);
+    // The server's token (it serves off the loopback), as a user types it.
+    const token = process.env.HOLDLINE_TOKEN || '';
+    if (token) await page.evaluate((t) => { document.getElementById('token').value = t; }, token);
+    await page.evaluate(() => window.holdline.setMuted(true));
+    const t1 = await now();
+    try {
+      await page.evaluate(() => window.holdline.connect());
+      r.connected = true;
+      r.connectMs = Math.round(await now() - t1);
+      r.session = await page.evaluate(() => window.holdline.sessionId);
+      // Heard: the greeting's audio at the page, loud for a moment.
+      await page.waitForFunction(([a, loud]) => window.holdline.levelLog.some((l) => l.t >= a && l.agent > loud * 4),
+        [t1, LOUD], { timeout: 30000, polling: 20 }).catch(() => { throw new Error('no greeting audio reached the page'); });
+      r.greetingPeakRMS = await agentPeak(t1, await now());
+      Object.assign(r, await page.evaluate(async () => {
+        const stats = await window.holdline.pc.getStats();
+        let pair;
+        stats.forEach((v) => { if (v.type === 'transport' && v.selectedCandidatePairId) pair = stats.get(v.selectedCandidatePairId); });
+        if (!pair) return {};
+        const local = stats.get(pair.localCandidateId), remote = stats.get(pair.remoteCandidateId);
+        return { local: local && local.candidateType, relayProtocol: local && local.relayProtocol, remote: remote && remote.candidateType };
+      }));
+      if (i === 0) {
+        await waitEvent((e) => e.kind === 'idle', 30000, 'idle after the greeting');
+        await waitSilenceStart(1000, 20000);
+        await page.evaluate(() => window.holdline.setMuted(false));
+        const turn = await waitEvent((e) => e.kind === 'user_turn', 20000, 'the caller\'s turn');
+        await page.evaluate(() => window.holdline.setMuted(true));
+        r.heard = turn.text;
+        const done = await waitEvent((e) => e.kind === 'tool_terminal' && e.tool === 'book_table', 30000, 'book_table');
+        r.bookState = done.state;
+        r.reply = (await waitEvent((e) => e.kind === 'playout_done' && /booked/i.test(e.text || ''), 30000, 'the booking reply')).text;
+      }
+    } catch (e) {
+      r.error = String(e.message || e);
+    }
+    log(`session ${i + 1}:`, JSON.stringify(r));
+    await page.evaluate(() => window.holdline.disconnect()).catch(() => {});
+  }
 }
 
 // ---------------------------------------------------------------- barge-in
