@@ -35,7 +35,7 @@ deps:
 
 test-deps: deps
 	@$(MAKE) --no-print-directory apt PACKAGES="$(APT_TEST_PACKAGES)"
-	@test -d test/browser/node_modules/playwright-core || (cd test/browser && npm ci --no-audit --no-fund)
+	@test -d test/browser/node_modules/playwright-core -a -d test/browser/node_modules/whip-whep || (cd test/browser && npm ci --no-audit --no-fund)
 
 apt:
 	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
