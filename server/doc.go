@@ -7,7 +7,7 @@
 //
 //	POST   /v1/sessions               SDP offer in, 201 + SDP answer out (a WHIP endpoint, RFC 9725);
 //	                                  Location names the session, Holdline-Resume-Token resumes it
-//	OPTIONS /v1/sessions              204, Accept-Post: application/sdp, CORS (no token asked)
+//	OPTIONS /v1/sessions              204, Accept-Post: application/sdp, CORS, ICE servers as Link headers (no token asked)
 //	GET    /v1/sessions               the live calls on the host, of every transport
 //	DELETE /v1/sessions/{id}          end the session (200)
 //	PATCH  /v1/sessions/{id}          501: no trickle ICE; the answer has every candidate
@@ -15,7 +15,7 @@
 //	GET    /v1/sessions/{id}/events   Server-Sent Events of the session (Last-Event-ID honoured)
 //	POST   /v1/sessions/{id}/input    {"text": "..."}: typed input, like the data channel's
 //	GET    /v1/sessions/{id}/context  the chat context
-//	GET    /v1/config                 what the web client needs to know
+//	GET    /v1/config                 what the web client needs to know, ice_servers among it
 //	GET    /metrics                   Prometheus (or on a listener of its own: WithSeparateMetrics)
 //	GET    /healthz                   liveness
 //	GET    /                          the reference web client

@@ -21,6 +21,14 @@
 //   - a data channel named "holdline" carries messages both ways (the
 //     server package puts events, captions and typed input on it).
 //
+// Behind a NAT, peers gather with STUN and TURN servers: fixed ones
+// (WithICEServer, in the W3C RTCIceServer form ParseICEServers reads) or a
+// TURN server sharing a secret (WithTURNSecret), whose credentials are
+// minted per peer and expire. Transport.ICEServers gives a client the same
+// servers, to configure its own side with. Gathering waits at most a
+// second for a STUN server and the gather timeout for the rest, then
+// answers with what it has.
+//
 // A Peer never blocks the session: a write to a closed or congested peer is
 // dropped and counted, never returned to the player as an error.
 //
