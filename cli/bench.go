@@ -68,9 +68,9 @@ var benchCallerLines = []string{
 
 const (
 	// benchLoud is the level (RMS, of full scale) above which a packet
-	// of the agent's audio is heard, as the client measures it (rtctest
-	// marks the caller's own sound at the same level).
-	benchLoud = 0.01
+	// of the agent's audio is heard, as the client measures it: the level
+	// at which rtctest marks the caller's own sound.
+	benchLoud = rtctest.Loud
 	// benchSettle is how long the agent must stay idle before the caller
 	// speaks again: the agent has finished its answer, tools and
 	// follow-ups included, and the caller takes a breath.

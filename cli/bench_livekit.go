@@ -26,13 +26,12 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/hraban/opus"
 	"github.com/livekit/protocol/livekit"
 	protologger "github.com/livekit/protocol/logger"
 	lksdk "github.com/livekit/server-sdk-go/v2"
 	pion "github.com/pion/webrtc/v4"
-	pionmedia "github.com/pion/webrtc/v4/pkg/media"
 
+	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/webrtc/rtctest"
@@ -916,33 +915,20 @@ func (l *livekitEvents) of(room string) ([]livekitEvent, error) {
 	return out, nil
 }
 
-// livekitCaller is the caller in a LiveKit room: it speaks as rtctest's
-// client does (a 20 ms opus packet every 20 ms, silence when it has
-// nothing to say) and measures the agent's audio as rtctest does (the
-// level of every packet as it arrives, decoded).
+// livekitCaller is the caller in a LiveKit room, with the microphone and
+// speaker of rtctest's client: it speaks and listens exactly as the
+// caller of Holdline's run does.
 type livekitCaller struct {
-	room  *lksdk.Room
-	track *pion.TrackLocalStaticSample
-
-	mu       sync.Mutex
-	levels   []rtctest.Level
-	mic      [][]int16
-	offsets  []time.Time
-	lastLoud time.Time
-	sending  bool
+	room *lksdk.Room
+	*rtctest.Microphone
+	*rtctest.Speaker
 
 	stop chan struct{}
-	wg   sync.WaitGroup // the speaker and the listeners
+	wg   sync.WaitGroup // the microphone and the listeners
 }
 
-const (
-	lkRate      = 48000
-	lkFrame     = lkRate / 50
-	lkFrameTime = 20 * time.Millisecond
-)
-
 func dialLivekit(srv *livekitServer, room string) (*livekitCaller, error) {
-	c := &livekitCaller{stop: make(chan struct{})}
+	c := &livekitCaller{stop: make(chan struct{}), Speaker: rtctest.NewSpeaker(nil)}
 	cb := lksdk.NewRoomCallback()
 	cb.ParticipantCallback.OnTrackSubscribed = func(tr *pion.TrackRemote, _ *lksdk.RemoteTrackPublication, _ *lksdk.RemoteParticipant) {
 		if tr.Kind() != pion.RTPCodecTypeAudio {
@@ -951,7 +937,7 @@ func dialLivekit(srv *livekitServer, room string) (*livekitCaller, error) {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			c.listen(tr)
+			c.Listen(tr)
 		}()
 	}
 	r, err := lksdk.ConnectToRoom(srv.url, lksdk.ConnectInfo{
@@ -961,122 +947,20 @@ func dialLivekit(srv *livekitServer, room string) (*livekitCaller, error) {
 		return nil, fmt.Errorf("joining room %s: %w", room, err)
 	}
 	c.room = r
-	c.track, err = pion.NewTrackLocalStaticSample(pion.RTPCodecCapability{MimeType: pion.MimeTypeOpus, ClockRate: lkRate, Channels: 2}, "audio", "caller")
-	if err != nil {
+	if c.Microphone, err = rtctest.NewMicrophone("caller"); err != nil {
 		c.Close()
 		return nil, err
 	}
-	if _, err := r.LocalParticipant.PublishTrack(c.track, &lksdk.TrackPublicationOptions{Name: "microphone", Source: livekit.TrackSource_MICROPHONE}); err != nil {
+	if _, err := r.LocalParticipant.PublishTrack(c.Track(), &lksdk.TrackPublicationOptions{Name: "microphone", Source: livekit.TrackSource_MICROPHONE}); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("publishing the caller's microphone: %w", err)
 	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		c.speak()
+		c.Run(c.stop)
 	}()
 	return c, nil
-}
-
-// listen decodes the agent's audio and records its level per packet.
-func (c *livekitCaller) listen(tr *pion.TrackRemote) {
-	dec, err := opus.NewDecoder(lkRate, 1)
-	if err != nil {
-		return
-	}
-	pcm := make([]int16, 6*lkFrame)
-	for {
-		pkt, _, err := tr.ReadRTP()
-		if err != nil {
-			return
-		}
-		n, err := dec.Decode(pkt.Payload, pcm)
-		if err != nil {
-			continue
-		}
-		lv := rtctest.Level{At: time.Now(), RMS: levelOf(pcm[:n]), Timestamp: pkt.Timestamp}
-		c.mu.Lock()
-		c.levels = append(c.levels, lv)
-		c.mu.Unlock()
-	}
-}
-
-func levelOf(s []int16) float64 {
-	if len(s) == 0 {
-		return 0
-	}
-	var sum float64
-	for _, v := range s {
-		f := float64(v) / 32768
-		sum += f * f
-	}
-	return math.Sqrt(sum / float64(len(s)))
-}
-
-// speak sends the microphone: queued audio, else silence, every 20 ms.
-func (c *livekitCaller) speak() {
-	enc, err := opus.NewEncoder(lkRate, 1, opus.AppVoIP)
-	if err != nil {
-		return
-	}
-	silence := make([]int16, lkFrame)
-	buf := make([]byte, 1500)
-	t := time.NewTicker(lkFrameTime)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-t.C:
-		}
-		c.mu.Lock()
-		pcm := silence
-		if len(c.mic) > 0 {
-			pcm, c.mic = c.mic[0], c.mic[1:]
-		}
-		loud := levelOf(pcm) > benchLoud
-		now := time.Now()
-		if !loud && c.sending {
-			c.offsets = append(c.offsets, c.lastLoud)
-		}
-		if loud {
-			c.lastLoud = now
-		}
-		c.sending = loud
-		c.mu.Unlock()
-		n, err := enc.Encode(pcm, buf)
-		if err != nil {
-			continue
-		}
-		_ = c.track.WriteSample(pionmedia.Sample{Data: append([]byte(nil), buf[:n]...), Duration: lkFrameTime})
-	}
-}
-
-// Say queues 48 kHz audio for the microphone, after what is queued.
-func (c *livekitCaller) Say(samples []int16) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for len(samples) > 0 {
-		f := make([]int16, lkFrame)
-		n := copy(f, samples)
-		samples = samples[n:]
-		c.mic = append(c.mic, f)
-	}
-}
-
-// Offsets returns when the microphone went from sound to silence: each
-// time, when the last packet with sound was sent (rtctest's Offsets).
-func (c *livekitCaller) Offsets() []time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.offsets)
-}
-
-// Levels returns the level of every packet of the agent's audio received.
-func (c *livekitCaller) Levels() []rtctest.Level {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.levels)
 }
 
 // Close leaves the room.
@@ -1249,7 +1133,7 @@ func (r *livekitRun) settle(ctx context.Context, room string, from time.Time, sp
 func (r *livekitRun) turn(ctx context.Context, c *livekitCaller, room string, n int, line string) (latencyTurn, error) {
 	t := latencyTurn{Turn: n, Said: line}
 	pcm := r.speech[line]
-	spoken := time.Duration(len(pcm)) * time.Second / lkRate
+	spoken := time.Duration(len(pcm)) * time.Second / media.Rate48k
 	r.setLine(line)
 	sayAt := time.Now()
 	fail := func(format string, args ...any) (latencyTurn, error) {

@@ -11,10 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hraban/opus"
 	"github.com/pion/interceptor"
 	pion "github.com/pion/webrtc/v4"
-	pionmedia "github.com/pion/webrtc/v4/pkg/media"
 
 	"github.com/holdline/holdline/events"
 )
@@ -60,9 +58,10 @@ type Client struct {
 	// names (RFC 9725 section 4.6).
 	Links []string
 
-	pc    *pion.PeerConnection
-	track *pion.TrackLocalStaticSample
-	dc    *pion.DataChannel
+	pc  *pion.PeerConnection
+	mic *Microphone
+	spk *Speaker
+	dc  *pion.DataChannel
 
 	mu       sync.Mutex
 	wake     chan struct{}
@@ -70,12 +69,6 @@ type Client struct {
 	seen     map[uint64]bool
 	captions []string
 	errs     []string
-	levels   []Level
-	mic      [][]int16 // 20 ms frames waiting to be sent
-	onsets   []time.Time
-	offsets  []time.Time
-	lastLoud time.Time // when the last frame with sound was sent
-	sending  bool      // the last frame sent had sound
 	open     bool
 
 	stop   chan struct{}
@@ -130,11 +123,15 @@ func Dial(ctx context.Context, base string, o Options) (*Client, error) {
 			c.Close()
 		}
 	}()
-	c.track, err = pion.NewTrackLocalStaticSample(pion.RTPCodecCapability{MimeType: pion.MimeTypeOpus, ClockRate: rate, Channels: 2}, "mic", "rtctest")
-	if err != nil {
+	c.spk = NewSpeaker(func() {
+		c.mu.Lock()
+		c.notify()
+		c.mu.Unlock()
+	})
+	if c.mic, err = NewMicrophone("rtctest"); err != nil {
 		return nil, err
 	}
-	if _, err := pc.AddTransceiverFromTrack(c.track, pion.RTPTransceiverInit{Direction: pion.RTPTransceiverDirectionSendrecv}); err != nil {
+	if _, err := pc.AddTransceiverFromTrack(c.mic.Track(), pion.RTPTransceiverInit{Direction: pion.RTPTransceiverDirectionSendrecv}); err != nil {
 		return nil, err
 	}
 	c.dc, err = pc.CreateDataChannel("holdline", nil)
@@ -176,7 +173,7 @@ func Dial(ctx context.Context, base string, o Options) (*Client, error) {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			c.listen(tr)
+			c.spk.Listen(tr)
 		}()
 	})
 	offer, err := pc.CreateOffer(nil)
@@ -209,7 +206,7 @@ func Dial(ctx context.Context, base string, o Options) (*Client, error) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		c.speak()
+		c.mic.Run(c.stop)
 	}()
 	ok = true
 	return c, nil
@@ -274,97 +271,9 @@ func (c *Client) onMessage(b []byte) {
 	c.notify()
 }
 
-// listen decodes the agent's audio and records its level per packet.
-func (c *Client) listen(tr *pion.TrackRemote) {
-	dec, err := opus.NewDecoder(rate, 1)
-	if err != nil {
-		return
-	}
-	pcm := make([]int16, 6*frame)
-	for {
-		pkt, _, err := tr.ReadRTP()
-		if err != nil {
-			return
-		}
-		n, err := dec.Decode(pkt.Payload, pcm)
-		if err != nil {
-			continue
-		}
-		lv := Level{At: time.Now(), RMS: rms(pcm[:n]), Timestamp: pkt.Timestamp}
-		c.mu.Lock()
-		c.levels = append(c.levels, lv)
-		c.notify()
-		c.mu.Unlock()
-	}
-}
-
-func rms(s []int16) float64 {
-	if len(s) == 0 {
-		return 0
-	}
-	var sum float64
-	for _, v := range s {
-		f := float64(v) / 32768
-		sum += f * f
-	}
-	return math.Sqrt(sum / float64(len(s)))
-}
-
-// speak sends the microphone: queued audio, else silence, every 20 ms, as
-// a browser does.
-func (c *Client) speak() {
-	enc, err := opus.NewEncoder(rate, 1, opus.AppVoIP)
-	if err != nil {
-		return
-	}
-	silence := make([]int16, frame)
-	buf := make([]byte, 1500)
-	t := time.NewTicker(frameTime)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-t.C:
-		}
-		c.mu.Lock()
-		pcm := silence
-		if len(c.mic) > 0 {
-			pcm, c.mic = c.mic[0], c.mic[1:]
-		}
-		loud := rms(pcm) > 0.01
-		now := time.Now()
-		switch {
-		case loud && !c.sending:
-			c.onsets = append(c.onsets, now)
-		case !loud && c.sending:
-			c.offsets = append(c.offsets, c.lastLoud)
-		}
-		if loud {
-			c.lastLoud = now
-		}
-		c.sending = loud
-		c.mu.Unlock()
-		n, err := enc.Encode(pcm, buf)
-		if err != nil {
-			continue
-		}
-		_ = c.track.WriteSample(pionmedia.Sample{Data: append([]byte(nil), buf[:n]...), Duration: frameTime})
-	}
-}
-
 // Say queues 48 kHz audio for the microphone, after what is queued; it
 // is sent in 20 ms packets at real time, silence when nothing is queued.
-func (c *Client) Say(samples []int16) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for len(samples) > 0 {
-		f := make([]int16, frame)
-		n := copy(f, samples)
-		samples = samples[n:]
-		c.mic = append(c.mic, f)
-	}
-}
+func (c *Client) Say(samples []int16) { c.mic.Say(samples) }
 
 // Tone returns d of a 220 Hz tone with harmonics at level (0..1), at
 // 48 kHz: loud and voiced enough for any voice detector.
@@ -383,29 +292,17 @@ func Tone(d time.Duration, level float64) []int16 {
 func Silence(d time.Duration) []int16 { return make([]int16, int(d*rate/time.Second)) }
 
 // Onsets returns when the microphone went from silence to sound.
-func (c *Client) Onsets() []time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]time.Time(nil), c.onsets...)
-}
+func (c *Client) Onsets() []time.Time { return c.mic.Onsets() }
 
 // Offsets returns when the microphone went from sound to silence: each
 // time, the moment the last packet with sound was sent. With Onsets they
 // say when the caller spoke, as the server was sent it; a packet has sound
-// when its level is above 1% of full scale.
-func (c *Client) Offsets() []time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]time.Time(nil), c.offsets...)
-}
+// when its level is above Loud.
+func (c *Client) Offsets() []time.Time { return c.mic.Offsets() }
 
 // Levels returns the level of every packet of agent audio received, in
 // order.
-func (c *Client) Levels() []Level {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]Level(nil), c.levels...)
-}
+func (c *Client) Levels() []Level { return c.spk.Levels() }
 
 // Events returns the session events received on the data channel, in
 // order, each once.
