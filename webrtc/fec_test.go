@@ -122,6 +122,7 @@ func TestTheClientsReportedLossTurnsOnFEC(t *testing.T) {
 	defer tick.Stop()
 	var ssrc uint32
 	withFEC, before, reported := 0, 0, false
+	start, ts := time.Now(), uint32(0)
 	for i := 0; i < 150; i++ {
 		<-tick.C
 		if err := p.WriteFrame(media.Frame{SampleRate: rate, Samples: voiced(i, rate/50, rate)}); err != nil {
@@ -131,7 +132,10 @@ func TestTheClientsReportedLossTurnsOnFEC(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := mic.WriteRTP(&rtp.Packet{Header: rtp.Header{Version: 2, SequenceNumber: uint16(i), Timestamp: uint32(i * 960), Marker: i == 0}, Payload: payload[:n]}); err != nil {
+		// Timestamps follow the wall clock, as a microphone's do: a stall
+		// of this loop on a loaded machine is a pause, not lateness.
+		ts = max(ts+960, uint32(time.Since(start)/(20*time.Millisecond))*960)
+		if err := mic.WriteRTP(&rtp.Packet{Header: rtp.Header{Version: 2, SequenceNumber: uint16(i), Timestamp: ts, Marker: i == 0}, Payload: payload[:n]}); err != nil {
 			t.Fatal(err)
 		}
 	drain:
