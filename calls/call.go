@@ -334,10 +334,14 @@ func (c *Call) Reason() string {
 
 // Info describes the call.
 func (c *Call) Info() Info {
+	var net *Network
+	if n, ok := c.network(); ok {
+		net = &n
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return Info{ID: c.id, Transport: c.kind, Started: c.started, Running: c.running,
-		Connected: c.running && !c.down && !c.ended, Origin: c.origin.String()}
+		Connected: c.running && !c.down && !c.ended, Origin: c.origin.String(), Network: net}
 }
 
 // Running reports whether the session runs: its first connection came up

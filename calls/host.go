@@ -271,6 +271,9 @@ type Info struct {
 	Running   bool      `json:"running"`
 	Connected bool      `json:"connected"`
 	Origin    string    `json:"origin"`
+	// Network is what the network did to the caller's audio, for a
+	// transport that counts it (a NetworkReporter Line: WebRTC).
+	Network *Network `json:"network,omitempty"`
 }
 
 // List returns the live calls, oldest first.
@@ -416,16 +419,27 @@ func (h *Host) forget(c *Call) {
 		t = &frameTotals{}
 		h.ended[c.kind] = t
 	}
-	t.add(c.sess)
+	t.add(c)
+	t.net.JitterDelay = 0 // a gauge of live calls
 }
 
-// frameTotals are the frame counters of a kind's ended calls.
-type frameTotals struct{ missed, late, unheard uint64 }
+// frameTotals are the frame counters of a kind's calls, and what the
+// network did to their input.
+type frameTotals struct {
+	missed, late, unheard uint64
+	net                   Network
+	hasNet                bool
+}
 
-func (t *frameTotals) add(s *runtime.Session) {
+func (t *frameTotals) add(c *Call) {
+	s := c.sess
 	t.missed += s.MissedFrames()
 	t.late += s.LateFrames()
 	t.unheard += s.UnheardFrames()
+	if n, ok := c.network(); ok {
+		t.net.Add(n)
+		t.hasNet = true
+	}
 }
 
 // frames returns the frame counters of every call of kind, live or ended.
@@ -438,7 +452,7 @@ func (h *Host) frames(kind string) frameTotals {
 	}
 	for _, c := range h.calls {
 		if c.kind == kind {
-			t.add(c.sess)
+			t.add(c)
 		}
 	}
 	return t

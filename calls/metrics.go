@@ -134,12 +134,20 @@ var (
 		"Output frames sent a frame period or more behind their slot, caught up rather than lost (a busy machine), by transport.", []string{"transport"}, nil)
 	unheardDesc = prometheus.NewDesc("holdline_input_frames_unheard_total",
 		"Caller audio frames the recogniser refused because it fell behind or failed: words lost, by transport.", []string{"transport"}, nil)
+	packetsDesc = prometheus.NewDesc("holdline_input_packets_total",
+		"The caller's audio packets by what became of them, on transports that count them (webrtc): received; lost (missing at their playout time), "+
+			"of those fec_recovered (rebuilt from the next packet's FEC); late (dropped: after their slot was played); duplicate; "+
+			"and concealed, the frame periods filled by loss concealment.", []string{"transport", "result"}, nil)
+	jitterDesc = prometheus.NewDesc("holdline_input_jitter_delay_seconds",
+		"The largest delay a live call's receive jitter buffer adds now, by transport: part of every barge-in's and turn's latency.", []string{"transport"}, nil)
 )
 
 func (f frameCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- missedDesc
 	ch <- lateDesc
 	ch <- unheardDesc
+	ch <- packetsDesc
+	ch <- jitterDesc
 }
 
 func (f frameCollector) Collect(ch chan<- prometheus.Metric) {
@@ -148,6 +156,19 @@ func (f frameCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(missedDesc, prometheus.CounterValue, float64(t.missed), k)
 		ch <- prometheus.MustNewConstMetric(lateDesc, prometheus.CounterValue, float64(t.late), k)
 		ch <- prometheus.MustNewConstMetric(unheardDesc, prometheus.CounterValue, float64(t.unheard), k)
+		if !t.hasNet {
+			continue
+		}
+		for _, r := range []struct {
+			result string
+			n      uint64
+		}{
+			{"received", t.net.PacketsReceived}, {"lost", t.net.Lost}, {"fec_recovered", t.net.FECRecovered},
+			{"late", t.net.Late}, {"duplicate", t.net.Duplicates}, {"concealed", t.net.Concealed},
+		} {
+			ch <- prometheus.MustNewConstMetric(packetsDesc, prometheus.CounterValue, float64(r.n), k, r.result)
+		}
+		ch <- prometheus.MustNewConstMetric(jitterDesc, prometheus.GaugeValue, t.net.JitterDelay.Seconds(), k)
 	}
 }
 

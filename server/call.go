@@ -29,8 +29,14 @@ type call struct {
 	s  *Server
 	hc *calls.Call // set by answerNew once the host started it
 
-	peer   atomic.Pointer[webrtc.Peer] // the current connection, nil while none
+	peer   atomic.Pointer[webrtc.Peer] // the current connection, nil while none; changed under netMu
 	pushMu sync.Mutex                  // PushAudio is called from one goroutine at a time
+
+	// netMu orders the connection's changes with the network counts: past
+	// holds the counts of the call's earlier connections, so that a count
+	// read while a connection is replaced never goes back.
+	netMu sync.Mutex
+	past  calls.Network
 
 	token string // guarded by s.mu
 }
@@ -51,8 +57,45 @@ func (c *call) Hangup(string) {
 	tok := c.token
 	c.s.mu.Unlock()
 	c.s.forget(tok)
-	if p := c.peer.Swap(nil); p != nil {
+	if p := c.swap(nil, nil); p != nil {
 		c.s.host.Go(func() { p.Close() })
+	}
+}
+
+// swap makes next the current connection if old is (any, for old nil),
+// keeping the counts of the one it replaces; it returns that one, or nil
+// when nothing changed.
+func (c *call) swap(old, next *webrtc.Peer) *webrtc.Peer {
+	c.netMu.Lock()
+	defer c.netMu.Unlock()
+	cur := c.peer.Load()
+	if old != nil && cur != old || cur == next {
+		return nil
+	}
+	c.peer.Store(next)
+	if cur != nil {
+		c.past.Add(peerNetwork(cur.Stats()))
+	}
+	return cur
+}
+
+// Network reports what the network did to the caller's audio over every
+// connection of the call (calls.NetworkReporter).
+func (c *call) Network() calls.Network {
+	c.netMu.Lock()
+	defer c.netMu.Unlock()
+	n := c.past
+	n.JitterDelay = 0
+	if p := c.peer.Load(); p != nil {
+		n.Add(peerNetwork(p.Stats()))
+	}
+	return n
+}
+
+func peerNetwork(s webrtc.Stats) calls.Network {
+	return calls.Network{
+		PacketsReceived: s.PacketsIn, Lost: s.Lost, FECRecovered: s.FECRecovered, Concealed: s.Concealed,
+		Late: s.Late, Duplicates: s.Duplicates, JitterDelay: s.JitterDelay,
 	}
 }
 
@@ -102,7 +145,7 @@ func (c *call) handler() (webrtc.Handler, *peerRef) {
 // one: a reloaded page's offer arrives before its old connection times out.
 func (c *call) attach(peer *webrtc.Peer, ref *peerRef) {
 	ref.p.Store(peer)
-	old := c.peer.Swap(peer)
+	old := c.swap(nil, peer)
 	if old != nil {
 		// Whatever went to the old connection since the client left is
 		// lost: the agent stops, as for any drop, until this one is up.
@@ -112,7 +155,7 @@ func (c *call) attach(peer *webrtc.Peer, ref *peerRef) {
 	c.s.host.Go(func() {
 		select {
 		case <-peer.Done():
-			if c.peer.CompareAndSwap(peer, nil) {
+			if c.swap(peer, nil) != nil {
 				c.hc.Lost()
 			}
 		case <-c.hc.Context().Done():

@@ -8,7 +8,7 @@
 //	POST   /v1/sessions               SDP offer in, 201 + SDP answer out (a WHIP endpoint, RFC 9725);
 //	                                  Location names the session, Holdline-Resume-Token resumes it
 //	OPTIONS /v1/sessions              204, Accept-Post: application/sdp, CORS, ICE servers as Link headers (no token asked)
-//	GET    /v1/sessions               the live calls on the host, of every transport
+//	GET    /v1/sessions               the live calls on the host, of every transport (a WebRTC call with its network counts)
 //	DELETE /v1/sessions/{id}          end the session (200)
 //	PATCH  /v1/sessions/{id}          501: no trickle ICE; the answer has every candidate
 //	OPTIONS /v1/sessions/{id}         204, CORS

@@ -5,14 +5,23 @@
 // answer out, no trickled candidates, so an HTTP handler can do the whole
 // exchange in a single request. Each answer makes a Peer:
 //
-//   - caller audio arrives as Opus, is decoded straight at the pipeline's
-//     16 kHz (lost packets concealed) and cut into 20 ms frames;
+//   - caller audio arrives as Opus and goes into an adaptive jitter buffer
+//     of encoded packets (package media/rtpjitter: 40 ms to start, up to
+//     200 ms, as the network's jitter needs), so that a reordered packet
+//     is put back in order and a lost one is decoded from the next
+//     packet's in-band FEC, or concealed for at most 100 ms. The peer's own
+//     20 ms clock decodes straight at the pipeline's 16 kHz and hands the
+//     session a frame every period from the first packet on; a sender's
+//     pause is silence, not loss. Stats counts what the network did
+//     (Lost, FECRecovered, Concealed, Late, Duplicates) and the delay the
+//     buffer adds now (JitterDelay);
 //   - the agent's audio, written by the session's paced player, is
 //     Opus-encoded at the player's own rate (Opus takes 8, 12, 16, 24 and
 //     48 kHz as they are; other rates are resampled to 48 kHz), one packet
 //     per 20 ms, on Opus's 48 kHz RTP clock. Nothing is queued here, so a
 //     barge-in that flushes the player stops the caller's audio at the
-//     next packet;
+//     next packet. The encoder adds in-band FEC in proportion to the loss
+//     the client's RTCP reports show (at most 30%);
 //   - silence is not sent for long: after ten packets of digital silence
 //     (200 ms, so a cut ends in silence rather than in the client's
 //     concealment of the last sound) the sender pauses, as Opus DTX would,

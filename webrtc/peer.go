@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hraban/opus"
+	"github.com/pion/rtcp"
 	"github.com/pion/rtp"
 	"github.com/pion/sdp/v3"
 	pion "github.com/pion/webrtc/v4"
@@ -25,9 +26,9 @@ const (
 	opusClock = 48000
 	// opusFrame is one 20 ms packet in RTP clock ticks.
 	opusFrame = opusClock / 50
-	// maxConcealed is the longest run of lost packets filled by the
-	// decoder's concealment; a longer gap is left silent.
-	maxConcealed = 5
+	// maxLossPercent bounds the loss the encoder is told to expect: above
+	// it, more FEC costs the audio more bits than it saves.
+	maxLossPercent = 30
 	// silenceTail is how many packets of digital silence are sent after
 	// sound before the sender pauses. They let a cut end in silence at
 	// the client rather than in its concealment of the last sound; after
@@ -57,9 +58,23 @@ type Handler struct {
 
 // Stats counts what a peer did.
 type Stats struct {
-	PacketsIn, PacketsOut   uint64
-	Lost, Concealed         uint64 // packets missing from the caller, and of those filled in
-	DecodeErrors            uint64
+	PacketsIn, PacketsOut uint64
+	// Lost counts the caller's packets missing at their playout time
+	// (never received, or received late); FECRecovered those of them
+	// rebuilt from the next packet's in-band FEC. Concealed counts the
+	// frame periods filled by the decoder's loss concealment instead.
+	Lost, FECRecovered, Concealed uint64
+	// Late counts packets dropped because they came after their slot was
+	// played; Duplicates, packets received twice.
+	Late, Duplicates uint64
+	DecodeErrors     uint64
+	// JitterDelay is the delay the input's jitter buffer adds now (it
+	// adapts to the network's jitter, up to MaxJitterDelay): part of the
+	// time from the caller's speech to the session hearing it.
+	JitterDelay, MaxJitterDelay time.Duration
+	// LossReported is the percentage of our packets the client last
+	// reported lost (RTCP), as the encoder was told to expect it.
+	LossReported            int
 	DroppedOut              uint64 // agent frames dropped: no connection yet, or a send failed
 	PausedOut               uint64 // packets of silence not sent: the sender pauses in silence
 	MessagesOut, DroppedMsg uint64
@@ -81,9 +96,9 @@ type Peer struct {
 	closed    bool
 
 	out outbound
+	in  atomic.Pointer[input] // the caller's audio, once its track came
 
-	packetsIn, lost, concealed, decodeErrors atomic.Uint64
-	messagesOut, droppedMsg                  atomic.Uint64
+	messagesOut, droppedMsg atomic.Uint64
 }
 
 // outbound is the agent-audio sender state, touched only by WriteFrame's
@@ -97,6 +112,11 @@ type outbound struct {
 	pcm     []int16 // samples at encRate waiting for a whole packet
 	scratch []int16
 	payload []byte
+
+	// lossPerc is the loss the client reports (RTCP, from the peer's
+	// RTCP reader); lossSet what enc was last told.
+	lossPerc atomic.Int32
+	lossSet  int
 
 	quiet     int // packets of digital silence in a row
 	started   bool
@@ -152,15 +172,11 @@ func (t *Transport) Answer(ctx context.Context, offer string, h Handler) (*Peer,
 	if err != nil {
 		return nil, fmt.Errorf("webrtc: add track: %w", err)
 	}
-	p.goRun(func() {
-		// RTCP must be read for the interceptors (NACK, reports) to work.
-		buf := make([]byte, 1500)
-		for {
-			if _, _, err := sender.Read(buf); err != nil {
-				return
-			}
-		}
-	})
+	var ssrc uint32
+	if enc := sender.GetParameters().Encodings; len(enc) > 0 {
+		ssrc = uint32(enc[0].SSRC)
+	}
+	p.goRun(func() { p.readRTCP(sender, ssrc) })
 	answer, err := pc.CreateAnswer(nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadOffer, err)
@@ -311,70 +327,67 @@ func (p *Peer) onTrack(track *pion.TrackRemote, _ *pion.RTPReceiver) {
 	if track.Kind() != pion.RTPCodecTypeAudio {
 		return
 	}
-	p.goRun(func() { p.readAudio(track) })
+	in, err := newInput(p.t.cfg.inputRate, p.h.Audio, p.t.cfg.jitter...)
+	if err != nil {
+		p.t.cfg.log.Error("webrtc: caller audio", "err", err)
+		return
+	}
+	if !p.in.CompareAndSwap(nil, in) {
+		return // one caller, one voice: a second audio track is not heard
+	}
+	// The reader owns the playout: when the track ends (the peer closes),
+	// the reader returns and stops it.
+	stop := make(chan struct{})
+	p.goRun(func() { in.run(stop) })
+	p.goRun(func() {
+		defer close(stop)
+		p.readAudio(track, in)
+	})
 }
 
-// readAudio decodes the caller's Opus into pipeline frames until the track
-// ends.
-func (p *Peer) readAudio(track *pion.TrackRemote) {
-	// Decoding straight at the pipeline's rate, where Opus can, costs less
-	// than decoding at 48 kHz and resampling.
-	decRate := opusRate(p.t.cfg.inputRate)
-	dec, err := opus.NewDecoder(decRate, 1)
-	if err != nil {
-		p.t.cfg.log.Error("webrtc: opus decoder", "err", err)
-		return
-	}
-	framer, err := media.NewFramer(p.t.cfg.inputRate, media.DefaultFrameDuration)
-	if err != nil {
-		p.t.cfg.log.Error("webrtc: framer", "err", err)
-		return
-	}
-	emit := func(f media.Frame) error {
-		if p.h.Audio != nil {
-			p.h.Audio(f)
-		}
-		return nil
-	}
-	pcm := make([]int16, 6*decRate/50) // the longest Opus packet: 120 ms
-	var last uint16
-	var have bool
-	lastLen := decRate / 50
+// readAudio puts the caller's packets into the input's jitter buffer until
+// the track ends.
+func (p *Peer) readAudio(track *pion.TrackRemote, in *input) {
 	for {
 		pkt, _, err := track.ReadRTP()
 		if err != nil {
 			return
 		}
-		p.packetsIn.Add(1)
-		if have {
-			gap := pkt.SequenceNumber - last - 1
-			switch {
-			case gap >= 0x8000: // older than the last: late or repeated
-				continue
-			case gap > 0:
-				p.lost.Add(uint64(gap))
-				if gap <= maxConcealed {
-					for range gap {
-						if dec.DecodePLC(pcm[:lastLen]) == nil {
-							p.concealed.Add(1)
-							_ = framer.Write(pcm[:lastLen], decRate, emit)
-						}
-					}
+		in.push(pkt, time.Now())
+	}
+}
+
+// readRTCP reads what the client says of our audio until the sender ends.
+// It must be read for the interceptors (reports) to work, and the loss the
+// client reports sets the FEC the encoder adds.
+func (p *Peer) readRTCP(sender *pion.RTPSender, ssrc uint32) {
+	for {
+		pkts, _, err := sender.ReadRTCP()
+		if err != nil {
+			return
+		}
+		for _, pkt := range pkts {
+			var reports []rtcp.ReceptionReport
+			switch r := pkt.(type) {
+			case *rtcp.ReceiverReport:
+				reports = r.Reports
+			case *rtcp.SenderReport: // a client that sends reports in its own
+				reports = r.Reports
+			}
+			for _, r := range reports {
+				if r.SSRC == ssrc {
+					p.out.lossPerc.Store(int32(lossPercent(r.FractionLost)))
 				}
 			}
 		}
-		last, have = pkt.SequenceNumber, true
-		if len(pkt.Payload) == 0 {
-			continue
-		}
-		n, err := dec.Decode(pkt.Payload, pcm)
-		if err != nil {
-			p.decodeErrors.Add(1)
-			continue
-		}
-		lastLen = n
-		_ = framer.Write(pcm[:n], decRate, emit)
 	}
+}
+
+// lossPercent turns an RTCP fraction lost (of 256) into the percentage the
+// encoder is told to expect, rounded up (any loss asks for some FEC) and
+// at most maxLossPercent.
+func lossPercent(fraction uint8) int {
+	return min((int(fraction)*100+255)/256, maxLossPercent)
 }
 
 // WriteFrame sends agent audio: a media.Sink for the session's player. It
@@ -438,6 +451,12 @@ func (o *outbound) setRate(rate int, cfg transportConfig) error {
 	}
 	_ = enc.SetComplexity(cfg.opusComplexity)
 	_ = enc.SetBitrate(cfg.opusBitrate)
+	// In-band FEC: each packet carries a coarse copy of the one before,
+	// which the client's decoder uses when that one is lost. libopus adds
+	// it in proportion to the loss it is told to expect.
+	_ = enc.SetInBandFEC(true)
+	o.lossSet = int(o.lossPerc.Load())
+	_ = enc.SetPacketLossPerc(o.lossSet)
 	o.enc, o.encRate = enc, rate
 	o.pcm = o.pcm[:0]
 	return nil
@@ -452,6 +471,10 @@ func (p *Peer) sendPacket(pcm []int16) {
 	if !o.connected.Load() {
 		o.dropped.Add(1)
 		return
+	}
+	if l := int(o.lossPerc.Load()); l != o.lossSet {
+		_ = o.enc.SetPacketLossPerc(l)
+		o.lossSet = l
 	}
 	if silent(pcm) {
 		if o.quiet++; o.quiet > silenceTail && o.started {
@@ -511,17 +534,18 @@ func silent(pcm []int16) bool {
 
 // Stats returns the peer's counters.
 func (p *Peer) Stats() Stats {
-	return Stats{
-		PacketsIn:    p.packetsIn.Load(),
+	s := Stats{
 		PacketsOut:   p.out.sent.Load(),
-		Lost:         p.lost.Load(),
-		Concealed:    p.concealed.Load(),
-		DecodeErrors: p.decodeErrors.Load(),
+		LossReported: int(p.out.lossPerc.Load()),
 		DroppedOut:   p.out.dropped.Load(),
 		PausedOut:    p.out.paused.Load(),
 		MessagesOut:  p.messagesOut.Load(),
 		DroppedMsg:   p.droppedMsg.Load(),
 	}
+	if in := p.in.Load(); in != nil {
+		in.stats(&s)
+	}
+	return s
 }
 
 // Close ends the connection and waits for the peer's goroutines. It is

@@ -10,6 +10,8 @@ import (
 
 	"github.com/pion/interceptor"
 	pion "github.com/pion/webrtc/v4"
+
+	"github.com/holdline/holdline/media/rtpjitter"
 )
 
 // Opus is the only codec offered or accepted: every browser has it.
@@ -52,6 +54,7 @@ type transportConfig struct {
 	log                         *slog.Logger
 	inputRate                   int
 	opusComplexity, opusBitrate int
+	jitter                      []rtpjitter.Option
 }
 
 // Option configures a Transport.
@@ -153,6 +156,19 @@ func WithOpus(complexity, bitrate int) Option {
 			return fmt.Errorf("webrtc: Opus complexity %d, bitrate %d", complexity, bitrate)
 		}
 		c.opusComplexity, c.opusBitrate = complexity, bitrate
+		return nil
+	}
+}
+
+// WithJitterBuffer sets the caller's jitter buffer: the delay it starts
+// at and the range it adapts in (defaults 40 ms, 20 ms and 200 ms; see
+// package media/rtpjitter).
+func WithJitterBuffer(initial, min, max time.Duration) Option {
+	return func(c *transportConfig) error {
+		if _, err := rtpjitter.New(rtpjitter.WithDelay(initial, min, max)); err != nil {
+			return fmt.Errorf("webrtc: %w", err)
+		}
+		c.jitter = []rtpjitter.Option{rtpjitter.WithDelay(initial, min, max)}
 		return nil
 	}
 }

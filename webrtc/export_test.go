@@ -1,0 +1,4 @@
+package webrtc
+
+// HasLBRR is hasLBRR, for the external tests.
+var HasLBRR = hasLBRR
