@@ -1,0 +1,19 @@
+// Package carrier answers phone calls that a carrier streams over a
+// WebSocket instead of SIP: Twilio's Media Streams (<Connect><Stream>),
+// Telnyx's media streaming and Plivo's audio streams. Most phone numbers
+// bought from a carrier reach an agent this way.
+//
+// One transport carries every carrier's stream; a Codec per carrier reads
+// and writes its JSON frames, so that a new carrier is a file, not a
+// transport. The transport does what every transport does (see
+// docs/ARCHITECTURE.md): the caller's mu-law at 8 kHz, decoded, goes to
+// the session in 20 ms frames, with the echo canceller on as for any
+// phone line; the session's output goes back paced at real time; a
+// socket that drops is a lost connection.
+//
+// What the caller heard is what the carrier played, not what was sent:
+// the transport puts a mark after each phrase and at least every 500 ms
+// of audio, and the marks the carrier returns drive the session's playout
+// clock, so that an interrupted answer is cut in the context at what was
+// played. On a barge-in the transport clears the carrier's buffer at once.
+package carrier
