@@ -25,6 +25,8 @@ func (fn SinkFunc) WriteFrame(f Frame) error { return fn(f) }
 type PlayerOption func(*playerConfig)
 
 type playerConfig struct {
+	reporter    PlayoutReporter
+	clearer     OutputClearer
 	rate        int
 	frameDur    time.Duration
 	bufferDur   time.Duration
@@ -72,6 +74,38 @@ func WithIdleSilence(on bool) PlayerOption {
 	return func(c *playerConfig) { c.idleSilence = on }
 }
 
+// PlayoutReporter is implemented by a Sink whose audio plays at the far end
+// of a buffer the Player does not see (a carrier's media stream, which
+// buffers what it is sent): handing a frame to such a sink is not playing
+// it. PlayedOut reports how much of epoch the far end has said it played;
+// ok is false when the sink cannot tell (nothing known yet of the line),
+// and the Player's own count stands.
+type PlayoutReporter interface {
+	PlayedOut(epoch uint64) (played time.Duration, ok bool)
+}
+
+// OutputClearer is implemented by a Sink whose far end holds audio it was
+// sent but has not played: ClearOutput asks it to drop that audio now,
+// because the Player flushed or paused what the caller should hear. It is
+// called on the goroutine that flushes or pauses, and must not block.
+type OutputClearer interface {
+	ClearOutput()
+}
+
+// WithPlayoutReporter makes Played report, for each epoch, the lesser of
+// what the Player handed to its sink and what r says the far end played:
+// the caller heard what was played, not what was sent.
+func WithPlayoutReporter(r PlayoutReporter) PlayerOption {
+	return func(c *playerConfig) { c.reporter = r }
+}
+
+// WithOutputClearer makes Flush and Pause call c.ClearOutput (the sink
+// knows whether it has anything outstanding), so that a far end that buffers drops what it holds at once
+// rather than playing it after the agent was interrupted.
+func WithOutputClearer(c OutputClearer) PlayerOption {
+	return func(cfg *playerConfig) { cfg.clearer = c }
+}
+
 const (
 	defaultBufferDuration = 10 * time.Second
 	maxBufferDuration     = time.Hour
@@ -117,6 +151,8 @@ type epochSlot struct {
 // allocate nothing.
 type Player struct {
 	sink       Sink
+	reporter   PlayoutReporter
+	clearer    OutputClearer
 	rate       int
 	frameDur   time.Duration
 	frameLen   int
@@ -194,6 +230,8 @@ func NewPlayer(sink Sink, opts ...PlayerOption) (*Player, error) {
 	frameLen := SamplesFor(c.rate, c.frameDur)
 	return &Player{
 		sink:        sink,
+		reporter:    c.reporter,
+		clearer:     c.clearer,
 		rate:        c.rate,
 		frameDur:    c.frameDur,
 		frameLen:    frameLen,
@@ -352,10 +390,16 @@ func (p *Player) slot(epoch uint64) *epochSlot {
 // it. The watermark never goes down.
 func (p *Player) Flush(epoch uint64) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if epoch <= p.flushed.Load() {
+		p.mu.Unlock()
 		return
 	}
+	defer func() {
+		p.mu.Unlock()
+		if p.clearer != nil {
+			p.clearer.ClearOutput()
+		}
+	}()
 	p.flushed.Store(epoch)
 	if p.held != 0 && p.held <= epoch {
 		p.held = 0
@@ -467,7 +511,15 @@ func (p *Player) kickLocked() {
 // or nothing. It is for a suspected barge-in: the agent stops talking at
 // once, and Resume carries on from the same sample if it was a false alarm.
 // Flush and EndEpoch work as usual while paused.
-func (p *Player) Pause() { p.paused.Store(true) }
+//
+// With WithOutputClearer, the far end is told to drop what it holds: the
+// agent stops at the caller's ear, not only at the Player. (If the pause
+// was a false alarm, the little the far end held is skipped.)
+func (p *Player) Pause() {
+	if !p.paused.Swap(true) && p.clearer != nil {
+		p.clearer.ClearOutput()
+	}
+}
 
 // Resume ends a Pause. The caller has just heard silence for as long as the
 // pause lasted, so if the audio it resumes into begins with silence (a
@@ -484,6 +536,10 @@ func (p *Player) Paused() bool { return p.paused.Load() }
 // interrupted turn at what was heard. A frame counts from the moment it is
 // handed over, so right after Flush it includes the frame still in the sink.
 // It remembers the last 32 epochs; older ones report 0.
+//
+// With WithPlayoutReporter it is the lesser of that and what the far end
+// reported played: a carrier that buffers plays later than it was handed
+// audio, and after a clear never plays the rest.
 func (p *Player) Played(epoch uint64) time.Duration {
 	p.mu.Lock()
 	s := p.slots[epoch%playerEpochs]
@@ -492,7 +548,13 @@ func (p *Player) Played(epoch uint64) time.Duration {
 		return 0
 	}
 	r := int64(p.rate)
-	return time.Duration(s.played/r)*time.Second + time.Duration(s.played%r)*time.Second/time.Duration(r)
+	d := time.Duration(s.played/r)*time.Second + time.Duration(s.played%r)*time.Second/time.Duration(r)
+	if p.reporter != nil {
+		if out, ok := p.reporter.PlayedOut(epoch); ok && out < d {
+			d = max(out, 0)
+		}
+	}
+	return d
 }
 
 // Run writes one frame to the sink every frame period until ctx is done,

@@ -1058,3 +1058,68 @@ func TestPlayerAudioToAnIdleOutputLeavesAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// farEnd is a sink's far end that reports what it played and counts the
+// clears it was asked for.
+type farEnd struct {
+	mu      sync.Mutex
+	played  map[uint64]time.Duration
+	clears  int
+	unknown bool
+}
+
+func (f *farEnd) PlayedOut(epoch uint64) (time.Duration, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.played[epoch], !f.unknown
+}
+
+func (f *farEnd) ClearOutput() {
+	f.mu.Lock()
+	f.clears++
+	f.mu.Unlock()
+}
+
+// A sink whose far end buffers: Played is what the far end reported, never
+// more than was handed over, and a flush or a pause asks it to clear.
+func TestPlayerPlayedIsWhatTheFarEndPlayed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		far := &farEnd{played: map[uint64]time.Duration{}}
+		p, _, _ := newTestPlayer(t, WithPlayoutReporter(far), WithOutputClearer(far))
+		enqueue(t, p, 1, tagged(1, 0, testRate)) // one second
+		p.EndEpoch(1)
+		startPlayer(t, p)
+		time.Sleep(10*testFrame + testFrame/2)
+		if got := p.Played(1); got != 0 {
+			t.Errorf("Played(1) = %v with nothing reported, want 0", got)
+		}
+		far.mu.Lock()
+		far.played[1] = 4 * testFrame
+		far.mu.Unlock()
+		if got := p.Played(1); got != 4*testFrame {
+			t.Errorf("Played(1) = %v, want the reported %v", got, 4*testFrame)
+		}
+		far.mu.Lock()
+		far.played[1] = time.Hour // a far end never plays more than it got
+		far.mu.Unlock()
+		if got := p.Played(1); got != 10*testFrame {
+			t.Errorf("Played(1) = %v, want what was handed over, %v", got, 10*testFrame)
+		}
+		far.mu.Lock()
+		far.unknown = true
+		far.mu.Unlock()
+		if got := p.Played(1); got != 10*testFrame {
+			t.Errorf("Played(1) = %v with the far end unsure, want the Player's own %v", got, 10*testFrame)
+		}
+		p.Pause()
+		p.Pause() // already paused: no second clear
+		p.Resume()
+		p.Flush(1)
+		p.Flush(1) // flushed already: nothing to clear
+		far.mu.Lock()
+		defer far.mu.Unlock()
+		if far.clears != 2 {
+			t.Errorf("%d clears, want 2 (the pause, the flush)", far.clears)
+		}
+	})
+}

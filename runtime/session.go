@@ -310,7 +310,16 @@ func New(agent *Agent, opts ...Option) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime: echo reference: %w", err)
 	}
-	s.player, err = media.NewPlayer(tap,
+	var remote []media.PlayerOption
+	// A line whose far end buffers (a carrier's media stream) says what
+	// was played, and drops what it holds on a barge-in.
+	if r, ok := cfg.Output.(media.PlayoutReporter); ok {
+		remote = append(remote, media.WithPlayoutReporter(r))
+	}
+	if c, ok := cfg.Output.(media.OutputClearer); ok {
+		remote = append(remote, media.WithOutputClearer(c))
+	}
+	s.player, err = media.NewPlayer(tap, append(remote,
 		media.WithPlayerRate(cfg.OutputRate),
 		media.WithFrameDuration(cfg.FrameDuration),
 		media.WithEpochDone(func(epoch uint64) { s.post(engine.PlayoutFinished{Epoch: epoch}) }),
@@ -318,7 +327,7 @@ func New(agent *Agent, opts ...Option) (*Session, error) {
 		// The canceller's reference must be continuous: what was played,
 		// silence included. The tap keeps idle silence from the sink.
 		media.WithIdleSilence(canceller != nil || cfg.ContinuousOutput),
-	)
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: output: %w", err)
 	}
