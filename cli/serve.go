@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	goruntime "runtime"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/calls"
+	"github.com/holdline/holdline/carrier"
 	"github.com/holdline/holdline/server"
 	hsip "github.com/holdline/holdline/sip"
 	"github.com/holdline/holdline/webrtc"
@@ -50,6 +52,7 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 	rtpRealtime := fs.Bool("rtp-realtime", false, "send RTP from a real-time priority thread (needs root or CAP_SYS_NICE): on time however busy the machine")
 	redial := fs.Duration("sip-redial-window", hsip.DefaultRedialWindow, "with a store: a caller who dials again within this long after their worker died picks the call up where it was (0: never)")
 	sipUser := fs.String("sip-user", "", "make callers authenticate (digest) as `NAME`, with the password in HOLDLINE_SIP_PASSWORD")
+	publicURL := fs.String("public-url", "", "the `URL` carriers reach this server at (https://HOST), for Twilio's webhook signatures and the stream URL its TwiML names (default: X-Forwarded-Proto/Host, else the request's own)")
 	storeSpec := fs.String("store", "", "where sessions are checkpointed to outlive this worker: `file:PATH`, redis://HOST:PORT (workers sharing it take over each other's sessions), or none (default: a file under the user's cache, one per HTTP port)")
 	worker := fs.String("worker", workerName(), "this worker's `NAME` in the store's leases")
 	verbose := fs.Bool("v", false, "log debug detail")
@@ -79,6 +82,12 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 	}
 	if *maxSessions < 0 {
 		return fmt.Errorf("--max-sessions %d: want a positive count", *maxSessions)
+	}
+	var pu *url.URL
+	if *publicURL != "" {
+		if pu, err = url.Parse(*publicURL); err != nil || (pu.Scheme != "https" && pu.Scheme != "http") || pu.Host == "" {
+			return fmt.Errorf("--public-url %q: want https://HOST (the URL carriers reach this server at)", *publicURL)
+		}
 	}
 	var sipUDP string // where SIP listens, if anywhere
 	var allow []netip.Prefix
@@ -242,7 +251,22 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 		}
 		defer stopMetrics()
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	// Carriers' webhooks and media streams: authenticated by the
+	// carrier's signature and a one-time stream token, not the API token.
+	topt := []carrier.TwilioOption{carrier.WithTwilioLogger(logger),
+		carrier.WithTwilioAccount(os.Getenv("TWILIO_ACCOUNT_SID"), os.Getenv("TWILIO_AUTH_TOKEN"))}
+	if pu != nil {
+		topt = append(topt, carrier.WithPublicURL(pu))
+	}
+	twilio := carrier.NewTwilio(carrier.NewTransport(host, carrier.WithLogger(logger)), topt...)
+	if !twilio.Verifies() {
+		logger.Warn("TWILIO_AUTH_TOKEN is not set: Twilio webhooks are not verified (anyone who can reach " + carrier.TwilioVoicePath + " can start a call)")
+	}
+	root := http.NewServeMux()
+	root.Handle(carrier.TwilioVoicePath, twilio)
+	root.Handle(carrier.TwilioStreamPath, twilio)
+	root.Handle("/", srv)
+	hs := &http.Server{Handler: root, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "Holdline is serving the %s agent at %s\n", *name, browseURL(ln.Addr()))
 	pf.printEngines(stdout, probe.roles)
 	served := make(chan error, 1)
