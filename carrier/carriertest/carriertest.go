@@ -94,8 +94,8 @@ type Phone struct {
 }
 
 type heardFrame struct {
-	at    time.Time
-	loud  bool
+	at   time.Time
+	loud bool
 }
 
 // Webhook posts the voice webhook and returns the response and its body.
