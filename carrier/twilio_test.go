@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,6 +26,7 @@ import (
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/scripted"
+	"github.com/holdline/holdline/tools"
 )
 
 const authToken = "test-auth-token-not-a-secret"
@@ -468,4 +470,97 @@ func TestStreamDropIsALostConnection(t *testing.T) {
 	}
 }
 
-var _ = fmt.Sprint
+// The agent's transfer updates the call through Twilio's REST API with a
+// <Dial> of the target, and the stream ends with the transfer as reason.
+func TestTransferThroughTheRESTAPI(t *testing.T) {
+	type got struct {
+		path, user, pass, twiml string
+	}
+	reqs := make(chan got, 4)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, _ := r.BasicAuth()
+		_ = r.ParseForm()
+		reqs <- got{r.URL.Path, u, p, r.PostForm.Get("Twiml")}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"sid":"CA1","status":"in-progress"}`)
+	}))
+	defer api.Close()
+	transfer := tools.MustNew("transfer_to_billing", "Put the caller through to billing.",
+		func(ctx context.Context, _ struct{}) (string, error) {
+			if err := runtime.Transfer(ctx, "sip:billing@example.com"); err != nil {
+				return "", err
+			}
+			return "transferred", nil
+		})
+	newAgent := func(context.Context) (*runtime.Agent, func(), error) {
+		model := scripted.NewLLM(scripted.Response{Text: "Putting you through.", ToolCalls: []scripted.Call{{Name: "transfer_to_billing"}}})
+		voice, err := scripted.NewTTS(scripted.WithTTSRate(8000))
+		if err != nil {
+			return nil, nil, err
+		}
+		return &runtime.Agent{Name: "desk", Model: model, TTS: voice, STT: scripted.NewSTT(), Tools: []*tools.Tool{transfer},
+			OnEnter: func(ctx context.Context, s *runtime.Session) error { return s.GenerateReply(ctx, "") }}, nil, nil
+	}
+	r := newRig(t, newAgent, carrier.WithTwilioAccount("ACacct", authToken), carrier.WithTwilioAPI(api.URL, api.Client()))
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	p := dialScripted(t, ctx, r, carriertest.Config{AuthToken: authToken, CallSid: "CAxfer"})
+	select {
+	case g := <-reqs:
+		if g.path != "/2010-04-01/Accounts/ACacct/Calls/CAxfer.json" || g.user != "ACacct" || g.pass != authToken {
+			t.Errorf("REST call to %s as %s", g.path, g.user)
+		}
+		if g.twiml != "<Response><Dial><Sip>sip:billing@example.com</Sip></Dial></Response>" {
+			t.Errorf("Twiml %q", g.twiml)
+		}
+	case <-ctx.Done():
+		t.Fatal("no REST call")
+	}
+	code, reason, err := p.WaitClosed(ctx)
+	if err != nil || code != websocket.StatusNormalClosure || reason != "transferred to sip:billing@example.com" {
+		t.Errorf("the stream closed with %v %q (%v)", code, reason, err)
+	}
+	if strings.Contains(r.log.String(), authToken) {
+		t.Error("the auth token is in the log")
+	}
+}
+
+// A transfer Twilio refuses is an error the agent sees; the call goes on.
+func TestTransferRefusedByTwilio(t *testing.T) {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"code":20404,"message":"The requested resource was not found"}`)
+	}))
+	defer api.Close()
+	errs := make(chan error, 1)
+	transfer := tools.MustNew("transfer_to_billing", "Put the caller through to billing.",
+		func(ctx context.Context, _ struct{}) (string, error) {
+			err := runtime.Transfer(ctx, "+15550123")
+			errs <- err
+			return "not transferred", nil
+		})
+	newAgent := func(context.Context) (*runtime.Agent, func(), error) {
+		model := scripted.NewLLM(scripted.Response{Text: "Putting you through.", ToolCalls: []scripted.Call{{Name: "transfer_to_billing"}}}, scripted.Response{Text: "Sorry."})
+		voice, err := scripted.NewTTS(scripted.WithTTSRate(8000))
+		if err != nil {
+			return nil, nil, err
+		}
+		return &runtime.Agent{Name: "desk", Model: model, TTS: voice, STT: scripted.NewSTT(), Tools: []*tools.Tool{transfer},
+			OnEnter: func(ctx context.Context, s *runtime.Session) error { return s.GenerateReply(ctx, "") }}, nil, nil
+	}
+	r := newRig(t, newAgent, carrier.WithTwilioAccount("ACacct", authToken), carrier.WithTwilioAPI(api.URL, api.Client()))
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	dialScripted(t, ctx, r, carriertest.Config{AuthToken: authToken})
+	select {
+	case err := <-errs:
+		if !errors.Is(err, carrier.ErrTransferFailed) || !strings.Contains(err.Error(), "not found") {
+			t.Errorf("transfer error %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("no transfer")
+	}
+	if r.host.Len() != 1 {
+		t.Errorf("%d calls after a failed transfer; want the call to go on", r.host.Len())
+	}
+}
