@@ -421,9 +421,11 @@ func (l *line) kick() {
 // what it holds; the marks pending are void.
 func (l *line) ClearOutput() {
 	l.mu.Lock()
-	if len(l.queue) == 0 && len(l.pending) == 0 {
+	if len(l.queue) == 0 && len(l.pending) == 0 && l.since == 0 {
+		// Everything sent has come back marked played (or nothing was
+		// sent): the carrier holds nothing to clear.
 		l.mu.Unlock()
-		return // nothing sent is unplayed: nothing to clear
+		return
 	}
 	l.queue = l.queue[:0]
 	for _, m := range l.pending {

@@ -83,6 +83,7 @@ type Phone struct {
 	marks    []Mark
 	queued   []int // indexes into marks not yet played, in order
 	clears   []time.Time
+	media    []time.Time // when each media message came
 	speech   []int16
 	onset    time.Time // when the queued speech started going out
 	heard    []heardFrame
@@ -295,6 +296,7 @@ func (p *Phone) read(ctx context.Context) {
 				p.buf = append(p.buf, g711.DecodeUlawFrame(v))
 			}
 			p.received += int64(len(audio))
+			p.media = append(p.media, time.Now())
 			p.mu.Unlock()
 		case "mark":
 			p.mu.Lock()
@@ -444,6 +446,20 @@ func (p *Phone) Clears() []time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]time.Time(nil), p.clears...)
+}
+
+// LastMediaBefore is when the last media message before t came (zero:
+// none).
+func (p *Phone) LastMediaBefore(t time.Time) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var last time.Time
+	for _, m := range p.media {
+		if m.Before(t) {
+			last = m
+		}
+	}
+	return last
 }
 
 // Marks are the marks the phone was sent, in order.
