@@ -21,6 +21,8 @@ import (
 
 	"github.com/holdline/holdline/calls"
 	"github.com/holdline/holdline/calls/callstest"
+	"github.com/holdline/holdline/carrier"
+	"github.com/holdline/holdline/carrier/carriertest"
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/handoff"
 	"github.com/holdline/holdline/llm"
@@ -60,6 +62,7 @@ var transports = []transport{
 	{kind: callstest.Kind, serve: serveLoopback},
 	{kind: "webrtc", serve: serveWebRTC},
 	{kind: "sip", serve: serveSIP},
+	{kind: "twilio", serve: serveTwilio},
 }
 
 // TestEveryTransportHasTheSameLifecycle runs the host's lifecycle checks
@@ -370,6 +373,38 @@ func serveSIP(t *testing.T, h *calls.Host) func(t *testing.T) caller {
 			<-c.done
 		})
 		return c
+	}
+}
+
+// twilioCaller is a phone on a Twilio line (carriertest): a stream that
+// drops is not restored (a carrier's call that is cut is over).
+type twilioCaller struct{ p *carriertest.Phone }
+
+func (c twilioCaller) hangUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.p.Hangup(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+func (twilioCaller) drop(*testing.T) bool    { return false }
+func (twilioCaller) restore(*testing.T) bool { return false }
+func (c twilioCaller) hungUpOn(t *testing.T) { waitClosed(t, c.p.Closed(), "the Twilio stream") }
+
+func serveTwilio(t *testing.T, h *calls.Host) func(t *testing.T) caller {
+	const token = "transports-test-token"
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv := httptest.NewServer(carrier.NewTwilio(carrier.NewTransport(h, carrier.WithLogger(quiet)),
+		carrier.WithTwilioAccount("ACx", token), carrier.WithTwilioLogger(quiet)))
+	t.Cleanup(srv.Close)
+	return func(t *testing.T) caller {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		p, err := carriertest.Dial(ctx, carriertest.Config{BaseURL: srv.URL, AuthToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return twilioCaller{p}
 	}
 }
 

@@ -142,7 +142,7 @@ func (t *Transport) Serve(ctx context.Context, conn *websocket.Conn, s Stream) e
 		return err
 	}
 	l := &line{t: t, conn: conn, codec: s.Codec, streamID: start.StreamID, log: log,
-		wake: make(chan struct{}, 1), hungUp: make(chan struct{}),
+		wake: make(chan struct{}, 1), markBack: make(chan struct{}, 1), hungUp: make(chan struct{}),
 		sent: map[uint64]int64{}, played: map[uint64]int64{}, cancelled: map[string]bool{}}
 	var ln calls.Line = l
 	if adm.Transfer != nil {
@@ -289,6 +289,7 @@ type line struct {
 	hc       *calls.Call
 
 	wake     chan struct{} // the writer has something to send
+	markBack chan struct{} // a mark came back played
 	hungUp   chan struct{} // the host ended the call
 	hangOnce sync.Once
 
@@ -466,6 +467,10 @@ func (l *line) marked(name string) {
 		// Marks come back in order: those a clear voided have all come
 		// back by now, or never will.
 		clear(l.cancelled)
+		select {
+		case l.markBack <- struct{}{}:
+		default:
+		}
 		return
 	}
 	l.log.Warn("a mark that was not sent (or came back twice): ignored", "mark", name)
@@ -493,6 +498,7 @@ func (l *line) write(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-l.hungUp:
+			l.drain(ctx)
 			l.mu.Lock()
 			code, why := l.closeCode, l.closeReason
 			l.mu.Unlock()
@@ -500,43 +506,87 @@ func (l *line) write(ctx context.Context) {
 			return
 		case <-l.wake:
 		}
-		l.mu.Lock()
-		clr := l.clear
-		l.clear = false
-		batch := l.queue
-		l.queue, l.spare = l.spare[:0], nil
-		l.mu.Unlock()
-		wctx, cancel := context.WithTimeout(ctx, writeTimeout)
-		err := func() error {
-			if clr {
-				msg, err := l.codec.Clear(l.streamID)
-				if err != nil {
-					return err
-				}
-				if err := l.conn.Write(wctx, websocket.MessageText, msg); err != nil {
-					return err
-				}
-			}
-			for _, msg := range batch {
-				if err := l.conn.Write(wctx, websocket.MessageText, msg); err != nil {
-					return err
-				}
-			}
-			return nil
-		}()
-		cancel()
-		clear(batch)
-		l.mu.Lock()
-		l.spare = batch[:0]
-		l.mu.Unlock()
-		if err != nil {
-			if ctx.Err() == nil {
-				l.log.Warn("writing to the stream failed: closing it", "err", err)
-				closeWith(l.conn, websocket.StatusInternalError, "write failed")
-			}
+		if !l.flush(ctx) {
 			return
 		}
 	}
+}
+
+// drainTimeout bounds the wait, when the call ends, for the carrier to
+// play what it holds: an agent's goodbye is heard to its end.
+const drainTimeout = 3 * time.Second
+
+// drain sends what is queued with a mark after it, and waits (at most
+// drainTimeout) for the carrier to have played everything: a socket closed
+// at once would cut the goodbye the carrier still holds.
+func (l *line) drain(ctx context.Context) {
+	l.mu.Lock()
+	if l.closeCode != websocket.StatusNormalClosure {
+		l.mu.Unlock()
+		return // a broken stream is closed at once
+	}
+	l.markLocked()
+	l.mu.Unlock()
+	if !l.flush(ctx) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, drainTimeout)
+	defer cancel()
+	for {
+		l.mu.Lock()
+		n := len(l.pending)
+		l.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-l.markBack:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// flush writes what is queued: a clear first if one was asked for. It
+// reports whether the socket is still good.
+func (l *line) flush(ctx context.Context) bool {
+	l.mu.Lock()
+	clr := l.clear
+	l.clear = false
+	batch := l.queue
+	l.queue, l.spare = l.spare[:0], nil
+	l.mu.Unlock()
+	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	err := func() error {
+		if clr {
+			msg, err := l.codec.Clear(l.streamID)
+			if err != nil {
+				return err
+			}
+			if err := l.conn.Write(wctx, websocket.MessageText, msg); err != nil {
+				return err
+			}
+		}
+		for _, msg := range batch {
+			if err := l.conn.Write(wctx, websocket.MessageText, msg); err != nil {
+				return err
+			}
+		}
+		return nil
+	}()
+	cancel()
+	clear(batch)
+	l.mu.Lock()
+	l.spare = batch[:0]
+	l.mu.Unlock()
+	if err != nil {
+		if ctx.Err() == nil {
+			l.log.Warn("writing to the stream failed: closing it", "err", err)
+			closeWith(l.conn, websocket.StatusInternalError, "write failed")
+		}
+		return false
+	}
+	return true
 }
 
 // read takes the carrier's messages until the stream ends, and returns
