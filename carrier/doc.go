@@ -12,8 +12,16 @@
 // socket that drops is a lost connection.
 //
 // What the caller heard is what the carrier played, not what was sent:
-// the transport puts a mark after each phrase and at least every 500 ms
-// of audio, and the marks the carrier returns drive the session's playout
-// clock, so that an interrupted answer is cut in the context at what was
-// played. On a barge-in the transport clears the carrier's buffer at once.
+// the transport puts a mark after each phrase (where the turn's audio
+// stops) and at least every 200 ms of audio (WithMarkInterval), and the
+// marks the carrier returns drive the session's playout clock (the line is
+// a media.PlayoutReporter), so that an interrupted answer is cut in the
+// context at what was played. On a barge-in, suspected or confirmed, the
+// transport clears the carrier's buffer at once (the line is a
+// media.OutputClearer); marks returned for a clear count as not played.
+//
+// NewTwilio serves Twilio's routes: the voice webhook, which answers
+// TwiML connecting the call to the stream with a one-time stream token
+// (X-Twilio-Signature checked when an auth token is set), and the stream.
+// carriertest is a phone that behaves as Twilio does, for tests.
 package carrier
