@@ -564,3 +564,17 @@ func TestTransferRefusedByTwilio(t *testing.T) {
 		t.Errorf("%d calls after a failed transfer; want the call to go on", r.host.Len())
 	}
 }
+
+// A key the caller presses reaches the session as on any phone line.
+func TestDTMFReachesTheSession(t *testing.T) {
+	rec := &recorder{}
+	r := newRig(t, toneAgent(rec, "Hello.", scripted.NewSTT()), carrier.WithTwilioAccount("ACx", authToken))
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	p := dialScripted(t, ctx, r, carriertest.Config{AuthToken: authToken})
+	waitFor(t, ctx, "the session", func() bool { rec.mu.Lock(); defer rec.mu.Unlock(); return len(rec.sess) == 1 })
+	if err := p.DTMF(ctx, "5"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the key press", func() bool { e, ok := rec.first(events.DTMF); return ok && e.Text == "5" })
+}
