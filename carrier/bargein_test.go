@@ -214,7 +214,11 @@ func TestBargeInThroughTwilio(t *testing.T) {
 	var b strings.Builder
 	fails := 0
 	for i, r := range results {
-		fmt.Fprintf(&b, "%2d onset→clear %-8v silent at the phone %-8v context played %-8v marked played %-8v %q", i, r.toClear.Round(time.Millisecond), r.silent.Round(time.Millisecond), r.truncated, r.marked, r.text)
+		clr := "none"
+		if r.toClear >= 0 {
+			clr = r.toClear.Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(&b, "%2d onset→clear %-8s silent at the phone %-8v context played %-8v marked played %-8v %q", i, clr, r.silent.Round(time.Millisecond), r.truncated, r.marked, r.text)
 		if !r.ok {
 			fails++
 			fmt.Fprintf(&b, "  FAIL: %s", r.why)

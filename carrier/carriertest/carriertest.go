@@ -7,8 +7,10 @@
 // holds, returns the pending marks at once), and can add the agent's
 // audio back as a line's echo.
 //
-// The phone keeps to Twilio's messages; the playout and the echo are a
-// carrier's, and meant for Telnyx's and Plivo's phones too.
+// The phone speaks Twilio's messages (Webhook, Open, Start, Send and the
+// reader); its playout buffer, marks, clear and echo are how any carrier
+// that buffers behaves, for a Telnyx or Plivo phone to reuse with its own
+// messages.
 package carriertest
 
 import (
