@@ -32,14 +32,14 @@ import (
 // The phones run in a process of their own (this test binary, re-run), so
 // that the CPU measured is the server's. It prints a table of CPU and
 // memory per stream and the frames dropped, which must be 0. make test
-// runs 20 streams; HOLDLINE_TWILIO_LOAD=200 runs 200:
+// runs 10 streams; HOLDLINE_TWILIO_LOAD=200 runs 200:
 //
 //	HOLDLINE_TWILIO_LOAD=200 go test -run TestTwilioLoad -v ./carrier
 func TestTwilioLoad(t *testing.T) {
 	if os.Getenv(loadPhonesEnv) != "" {
 		t.Skip("the phones' process")
 	}
-	n := 20
+	n := 10
 	if v := os.Getenv("HOLDLINE_TWILIO_LOAD"); v != "" {
 		var err error
 		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
