@@ -42,7 +42,14 @@ func callerVoice(t testing.TB, text string) []int16 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rs.Process(nil, pcm)
+	pcm = rs.Process(nil, pcm)
+	// The onset is the voice's, not espeak-ng's lead-in of silence.
+	for i, v := range pcm {
+		if v > 500 || v < -500 {
+			return pcm[i:]
+		}
+	}
+	return pcm
 }
 
 // speakingAgent says longAnswer in espeak-ng's voice at 8 kHz as soon as
