@@ -94,7 +94,9 @@ type OutputClearer interface {
 
 // WithPlayoutReporter makes Played report, for each epoch, the lesser of
 // what the Player handed to its sink and what r says the far end played:
-// the caller heard what was played, not what was sent.
+// the caller heard what was played, not what was sent. The WithEpochDone
+// callback of an epoch then comes once r reports all of it played (or
+// FarEndWait after it was handed over, whichever is first).
 func WithPlayoutReporter(r PlayoutReporter) PlayerOption {
 	return func(c *playerConfig) { c.reporter = r }
 }
@@ -201,8 +203,9 @@ type Player struct {
 	waiters  int                     // Enqueue calls blocked on a full queue
 
 	// Owned by the goroutine running tick.
-	frame []int16
-	dones []uint64
+	frame   []int16
+	dones   []uint64
+	waiting []awaiting // WithPlayoutReporter: done here, not yet there
 }
 
 // NewPlayer returns a Player writing to sink. Call Run to start playout.
@@ -244,6 +247,7 @@ func NewPlayer(sink Sink, opts ...PlayerOption) (*Player, error) {
 		segs:        make([]segment, playerSegments),
 		frame:       make([]int16, frameLen),
 		dones:       make([]uint64, 0, playerEpochs+1),
+		waiting:     make([]awaiting, 0, playerEpochs+1),
 	}, nil
 }
 
@@ -709,6 +713,10 @@ func (p *Player) tick() error {
 		}
 	}
 	if p.epochDone != nil {
+		if p.reporter != nil {
+			p.doneAtFarEnd()
+			return nil
+		}
 		for _, e := range p.dones {
 			if e > p.flushed.Load() {
 				p.epochDone(e)
@@ -716,6 +724,48 @@ func (p *Player) tick() error {
 		}
 	}
 	return nil
+}
+
+// FarEndWait bounds how long, with WithPlayoutReporter, an epoch whose
+// audio has all been handed over waits for the far end to report it
+// played before its WithEpochDone callback comes anyway: a far end that
+// stopped reporting must not hold a turn open.
+const FarEndWait = 2 * time.Second
+
+// awaiting is an epoch handed over whole, not yet reported played.
+type awaiting struct {
+	epoch uint64
+	since time.Time
+}
+
+// doneAtFarEnd calls WithEpochDone for the epochs completed here once the
+// far end has reported them played: a turn has played out when the caller
+// heard it, not when the carrier was sent it. (Run's goroutine.)
+func (p *Player) doneAtFarEnd() {
+	now := time.Now()
+	for _, e := range p.dones {
+		p.waiting = append(p.waiting, awaiting{epoch: e, since: now})
+	}
+	keep := p.waiting[:0]
+	for _, w := range p.waiting {
+		if w.epoch <= p.flushed.Load() {
+			continue
+		}
+		p.mu.Lock()
+		s := p.slots[w.epoch%playerEpochs]
+		p.mu.Unlock()
+		handed := time.Duration(0)
+		if s.epoch == w.epoch {
+			handed = time.Duration(s.played) * time.Second / time.Duration(p.rate)
+		}
+		out, ok := p.reporter.PlayedOut(w.epoch)
+		if !ok || out >= handed || now.Sub(w.since) >= FarEndWait {
+			p.epochDone(w.epoch)
+			continue
+		}
+		keep = append(keep, w)
+	}
+	p.waiting = keep
 }
 
 // silent reports whether a frame holds nothing audible (below -54 dBFS).

@@ -1123,3 +1123,33 @@ func TestPlayerPlayedIsWhatTheFarEndPlayed(t *testing.T) {
 		}
 	})
 }
+
+// With a far end that buffers, an epoch is done when the far end reports
+// it played, not when its last frame was handed over; a far end that
+// never reports holds it FarEndWait at most.
+func TestPlayerEpochDoneWaitsForTheFarEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		far := &farEnd{played: map[uint64]time.Duration{}}
+		p, _, done := newTestPlayer(t, WithPlayoutReporter(far), WithIdleSilence(true))
+		enqueue(t, p, 1, tagged(1, 0, 5*frameLen))
+		p.EndEpoch(1)
+		enqueue(t, p, 2, tagged(2, 0, 5*frameLen))
+		p.EndEpoch(2)
+		startPlayer(t, p)
+		time.Sleep(15 * testFrame)
+		if got := done.get(); len(got) != 0 {
+			t.Fatalf("done %+v before the far end reported anything", got)
+		}
+		far.mu.Lock()
+		far.played[1] = 5 * testFrame
+		far.mu.Unlock()
+		time.Sleep(2 * testFrame)
+		if got := done.get(); len(got) != 1 || got[0].epoch != 1 {
+			t.Fatalf("done %+v; want epoch 1, reported played", got)
+		}
+		time.Sleep(FarEndWait)
+		if got := done.get(); len(got) != 2 || got[1].epoch != 2 {
+			t.Errorf("done %+v; want epoch 2 after FarEndWait without a report", got)
+		}
+	})
+}
