@@ -124,6 +124,7 @@ func (t *Transport) Serve(ctx context.Context, conn *websocket.Conn, s Stream) e
 	log := t.log.With("carrier", s.Codec.Name())
 	start, err := t.awaitStart(ctx, conn, s.Codec, log)
 	if err != nil {
+		log.Warn("stream refused", "err", err)
 		closeWith(conn, websocket.StatusPolicyViolation, err.Error())
 		return err
 	}
@@ -243,9 +244,7 @@ func (t *Transport) awaitStart(ctx context.Context, conn *websocket.Conn, codec 
 		case Stop:
 			return Event{}, fmt.Errorf("%w: stop before start", ErrRefused)
 		default:
-			err := fmt.Errorf("%w: %s before start", ErrRefused, kindName(ev.Kind))
-			log.Warn("stream refused", "err", err)
-			return Event{}, err
+			return Event{}, fmt.Errorf("%w: %s before start", ErrRefused, kindName(ev.Kind))
 		}
 	}
 }
