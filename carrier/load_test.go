@@ -82,7 +82,14 @@ func TestTwilioLoad(t *testing.T) {
 	hold := 12 * time.Second
 	ctx, cancel := context.WithTimeout(t.Context(), hold+2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run", "^TestTwilioLoadPhones$", "-test.v")
+	// The phones stand for Twilio's side, which is not on this machine:
+	// they run at a lower priority, so that the server gets the CPU it
+	// would have (its share is measured; theirs is reported).
+	args := []string{os.Args[0], "-test.run", "^TestTwilioLoadPhones$", "-test.v"}
+	if nice, err := exec.LookPath("nice"); err == nil {
+		args = append([]string{nice, "-n", "10"}, args...)
+	}
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), loadPhonesEnv+"="+strconv.Itoa(n), "HOLDLINE_TWILIO_LOAD_URL="+srv.URL,
 		"HOLDLINE_TWILIO_LOAD_HOLD="+hold.String())
 	out, err := cmd.StdoutPipe()
@@ -116,7 +123,19 @@ func TestTwilioLoad(t *testing.T) {
 	}
 	// Settle, then measure with all of them up and talking.
 	time.Sleep(2 * time.Second)
+	// The player's counts over the window: how the server keeps up with
+	// them all up (the ramp, 50 new calls a second, is not the question).
+	frames := func() (missed, late uint64) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, s := range sessions {
+			missed += s.MissedFrames()
+			late += s.LateFrames()
+		}
+		return missed, late
+	}
 	window := 5 * time.Second
+	missed0, late0 := frames()
 	cpu0, wall0 := cpuSeconds(), time.Now()
 	time.Sleep(window)
 	cpu, wall := cpuSeconds()-cpu0, time.Since(wall0).Seconds()
@@ -124,22 +143,19 @@ func TestTwilioLoad(t *testing.T) {
 	var m1 goruntime.MemStats
 	goruntime.ReadMemStats(&m1)
 	rss1 := rssAnon()
-	var missed, late uint64
-	mu.Lock()
-	for _, s := range sessions {
-		missed += s.MissedFrames()
-		late += s.LateFrames()
-	}
-	mu.Unlock()
+	missed, late := frames()
+	missed, late = missed-missed0, late-late0
+	allMissed, _ := frames()
 	if err := <-done; err != nil {
 		t.Fatalf("the phones: %v", err)
 	}
+	phonesCPU := (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
 	for host.Len() > 0 && ctx.Err() == nil {
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Logf("\n| streams | up while measured | server CPU per stream | heap per stream | RSS (anon) per stream | frames dropped (socket behind) | player frames missed / late | calls completed | audio received per phone |\n|---|---|---|---|---|---|---|---|---|\n| %d | %d | %.2f%% of a core | %.0f KiB | %d KiB | %d | %d / %d | %d/%d | %.1f s of %v |",
+	t.Logf("\n| streams | up while measured | server CPU per stream | heap per stream | RSS (anon) per stream | frames dropped (socket behind) | player frames missed / late, in the window (whole run) | calls completed | audio received per phone |\n|---|---|---|---|---|---|---|---|---|\n| %d | %d | %.2f%% of a core | %.0f KiB | %d KiB | %d | %d / %d (%d missed) | %d/%d | %.1f s of %v |\n(the phones' process: %.1f s of CPU in all)",
 		n, up, 100*cpu/wall/float64(up), (float64(m1.HeapInuse)-float64(m0.HeapInuse))/1024/float64(up), (rss1-rss0)/int64(up),
-		tr.Dropped(), missed, late, report.Completed, n, report.AudioPerPhone, hold)
+		tr.Dropped(), missed, late, allMissed, report.Completed, n, report.AudioPerPhone, hold, phonesCPU)
 	if tr.Dropped() != 0 || missed != 0 || report.Completed != n || up != n {
 		t.Errorf("dropped %d, missed %d, completed %d of %d, up %d:\n%s", tr.Dropped(), missed, report.Completed, n, up, logs.String())
 	}
