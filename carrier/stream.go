@@ -106,7 +106,7 @@ type Stream struct {
 // starts.
 var ErrRefused = errors.New("carrier: stream refused")
 
-// closeError closes the socket with a status and a reason (which a
+// closeWith closes the socket with a status and a reason (which a
 // WebSocket close frame bounds at 123 bytes).
 func closeWith(conn *websocket.Conn, code websocket.StatusCode, reason string) {
 	if len(reason) > 120 {
