@@ -637,7 +637,13 @@ func (l *line) read(ctx context.Context) (string, error) {
 			return "the caller hung up", nil
 		case Start:
 			return l.protocolError("a second start on the stream")
-		case Connected, Cleared:
+		case Cleared:
+			// A carrier that says it cleared instead of returning the
+			// pending marks (Plivo): none of them will come back.
+			l.mu.Lock()
+			clear(l.cancelled)
+			l.mu.Unlock()
+		case Connected:
 		}
 	}
 }
