@@ -1,0 +1,250 @@
+package carrier
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// Telnyx is the Codec for Telnyx's media streaming over a WebSocket, as a
+// TeXML application's <Connect><Stream> opens it (TelnyxTeXML writes that
+// answer).
+//
+// Telnyx sends connected, start, media, dtmf, mark, error and stop frames.
+// The start names the stream at the top level (stream_id) and the call
+// inside (start.call_control_id); it carries the caller and the callee
+// itself (start.from, start.to), which fill Params' "from" and "to" when
+// the answer's parameters did not, and start.client_state, when the call
+// has one, as Params["client_state"]. Media payloads are the RTP payloads
+// without their headers: with the PCMU the answer asks for, mu-law. A
+// media frame of the outbound track (only sent if the stream asked for it)
+// is not the caller: Decode returns ErrUnknownEvent for it, so that the
+// agent never hears itself. An error frame is returned as a *StreamError.
+//
+// In the bidirectional RTP mode the answer sets, Telnyx takes media, mark
+// and clear frames back. It routes them by the socket, not by a stream id,
+// so Media, Mark and Clear ignore streamID. A clear returns the pending
+// marks; Telnyx has no cleared acknowledgement.
+var Telnyx Codec = telnyx{}
+
+type telnyx struct{}
+
+func (telnyx) Name() string { return "telnyx" }
+
+// telnyxFrame is every frame Telnyx sends; each event fills its own part.
+type telnyxFrame struct {
+	Event    string  `json:"event"`
+	Seq      jsonInt `json:"sequence_number"`
+	StreamID string  `json:"stream_id"`
+	Start    *struct {
+		CallControlID    string              `json:"call_control_id"`
+		From             string              `json:"from"`
+		To               string              `json:"to"`
+		ClientState      string              `json:"client_state"`
+		CustomParameters map[string]jsonText `json:"custom_parameters"`
+		MediaFormat      struct {
+			Encoding   string  `json:"encoding"`
+			SampleRate jsonInt `json:"sample_rate"`
+		} `json:"media_format"`
+	} `json:"start"`
+	Media *struct {
+		Track     string  `json:"track"`
+		Timestamp jsonInt `json:"timestamp"`
+		Payload   string  `json:"payload"`
+	} `json:"media"`
+	DTMF *struct {
+		Digit jsonText `json:"digit"`
+	} `json:"dtmf"`
+	Mark *struct {
+		Name string `json:"name"`
+	} `json:"mark"`
+	Stop *struct {
+		CallControlID string `json:"call_control_id"`
+	} `json:"stop"`
+	// An error frame's detail; "payload" in Telnyx's frames, "error"
+	// accepted too.
+	Payload *telnyxError `json:"payload"`
+	Error   *telnyxError `json:"error"`
+}
+
+type telnyxError struct {
+	Code   jsonText `json:"code"`
+	Title  jsonText `json:"title"`
+	Detail jsonText `json:"detail"`
+}
+
+func (telnyx) Decode(msg []byte) (Event, error) {
+	const name = "telnyx"
+	var f telnyxFrame
+	if err := json.Unmarshal(msg, &f); err != nil {
+		return Event{}, malformed(name, "bad JSON: %v", err)
+	}
+	ev := Event{StreamID: f.StreamID, Seq: int64(f.Seq)}
+	switch f.Event {
+	case "":
+		return Event{}, malformed(name, "no event")
+	case "connected":
+		ev.Kind = Connected
+	case "start":
+		if f.StreamID == "" {
+			return Event{}, malformed(name, "start without a stream_id")
+		}
+		if f.Start == nil {
+			return Event{}, malformed(name, "start without its start object")
+		}
+		ev.Kind = Start
+		ev.CallID = f.Start.CallControlID
+		ev.Encoding = f.Start.MediaFormat.Encoding
+		ev.Rate = int(f.Start.MediaFormat.SampleRate)
+		ev.Params = params(f.Start.CustomParameters)
+		fill(ev.Params, ParamFrom, f.Start.From)
+		fill(ev.Params, ParamTo, f.Start.To)
+		fill(ev.Params, "client_state", f.Start.ClientState)
+	case "media":
+		if f.Media == nil {
+			return Event{}, malformed(name, "media without its media object")
+		}
+		if f.Media.Track != "" && f.Media.Track != "inbound" {
+			return Event{}, unknownEvent(name, "media of the %q track, not the caller's", f.Media.Track)
+		}
+		audio, err := decodeAudio(name, f.Media.Payload)
+		if err != nil {
+			return Event{}, err
+		}
+		ev.Kind = Media
+		ev.Audio = audio
+		ev.Timestamp = int64(f.Media.Timestamp)
+	case "dtmf":
+		if f.DTMF == nil || f.DTMF.Digit == "" {
+			return Event{}, malformed(name, "dtmf without a digit")
+		}
+		ev.Kind = DTMF
+		ev.Digit = string(f.DTMF.Digit)
+	case "mark":
+		if f.Mark == nil || f.Mark.Name == "" {
+			return Event{}, malformed(name, "mark without a name")
+		}
+		ev.Kind = Mark
+		ev.Mark = f.Mark.Name
+	case "stop":
+		ev.Kind = Stop
+		if f.Stop != nil {
+			ev.CallID = f.Stop.CallControlID
+		}
+	case "error":
+		e := f.Payload
+		if e == nil {
+			e = f.Error
+		}
+		se := &StreamError{Carrier: name, StreamID: f.StreamID}
+		if e != nil {
+			se.Code, se.Title, se.Detail = string(e.Code), string(e.Title), string(e.Detail)
+		}
+		return Event{}, se
+	default:
+		return Event{}, unknownEvent(name, "event %.40q", f.Event)
+	}
+	return ev, nil
+}
+
+// fill sets m[k] = v where v says something and m has nothing for k.
+func fill(m map[string]string, k, v string) {
+	if v != "" && m[k] == "" {
+		m[k] = v
+	}
+}
+
+// telnyxMaxChunk is the most audio one media frame may carry: Telnyx plays
+// chunks of 20 ms to 30 s (of mu-law at 8 kHz, 160 to 240000 bytes).
+const telnyxMaxChunk = 30 * 8000
+
+func (telnyx) Media(streamID string, audio []byte) ([]byte, error) {
+	if len(audio) == 0 {
+		return nil, fmt.Errorf("carrier: telnyx: no audio to send")
+	}
+	if len(audio) > telnyxMaxChunk {
+		return nil, fmt.Errorf("carrier: telnyx: %d bytes of audio in one frame, more than Telnyx's 30 s", len(audio))
+	}
+	var f struct {
+		Event string `json:"event"`
+		Media struct {
+			Payload string `json:"payload"`
+		} `json:"media"`
+	}
+	f.Event = "media"
+	f.Media.Payload = base64.StdEncoding.EncodeToString(audio)
+	return json.Marshal(f)
+}
+
+func (telnyx) Mark(streamID, name string) ([]byte, error) {
+	if name == "" {
+		return nil, fmt.Errorf("carrier: telnyx: a mark needs a name")
+	}
+	var f struct {
+		Event string `json:"event"`
+		Mark  struct {
+			Name string `json:"name"`
+		} `json:"mark"`
+	}
+	f.Event = "mark"
+	f.Mark.Name = name
+	return json.Marshal(f)
+}
+
+func (telnyx) Clear(streamID string) ([]byte, error) {
+	return []byte(`{"event":"clear"}`), nil
+}
+
+// A StreamError is an error a carrier reported on the stream itself
+// (Telnyx's error frame), which Decode returns as its error. It is neither
+// ErrMalformed nor ErrUnknownEvent, and the stream goes on: the carrier
+// says what it could not do with a frame it was sent, not that the call is
+// over. The transport logs it and counts it.
+type StreamError struct {
+	Carrier, StreamID string
+	// Code, Title and Detail are the carrier's.
+	Code, Title, Detail string
+}
+
+func (e *StreamError) Error() string {
+	return fmt.Sprintf("carrier: %s reports an error on stream %q: code %s: %s: %s",
+		e.Carrier, e.StreamID, e.Code, e.Title, e.Detail)
+}
+
+// TelnyxTeXML returns the TeXML that answers a call to a Telnyx number
+// whose TeXML application's voice URL is Holdline's: it connects the call
+// to the WebSocket at streamURL (wss://…) and hangs up when that stream
+// ends.
+//
+// The stream is bidirectional with RTP payloads (bidirectionalMode="rtp";
+// Telnyx's default, mp3, plays whole files at one a second and cannot
+// carry a conversation), PCMU at 8000 Hz both ways, and only the caller's
+// track, so that the agent does not hear itself. Each of params becomes a
+// <Parameter> that Telnyx hands back in the start frame's
+// custom_parameters, in the order of their names: the token, and the
+// caller and callee (ParamToken, ParamFrom, ParamTo).
+func TelnyxTeXML(streamURL string, params map[string]string) []byte {
+	var b bytes.Buffer
+	b.WriteString(xml.Header)
+	b.WriteString(`<Response><Connect><Stream url="`)
+	xmlAttr(&b, streamURL)
+	b.WriteString(`" track="inbound_track" codec="PCMU" bidirectionalMode="rtp" bidirectionalCodec="PCMU" bidirectionalSamplingRate="8000">`)
+	for _, k := range slices.Sorted(maps.Keys(params)) {
+		b.WriteString(`<Parameter name="`)
+		xmlAttr(&b, k)
+		b.WriteString(`" value="`)
+		xmlAttr(&b, params[k])
+		b.WriteString(`"/>`)
+	}
+	b.WriteString("</Stream></Connect></Response>\n")
+	return b.Bytes()
+}
+
+// xmlAttr writes s escaped for an attribute value between double quotes.
+func xmlAttr(b *bytes.Buffer, s string) {
+	xml.EscapeText(b, []byte(s)) // a bytes.Buffer does not fail
+}
