@@ -33,6 +33,29 @@ func unknownEvent(carrier, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrUnknownEvent, carrier, fmt.Sprintf(format, args...))
 }
 
+// eventOf returns a message's event, reading nothing else: a message the
+// protocol does not define is unknown whatever the rest of it holds.
+func eventOf(carrier string, msg []byte) (string, error) {
+	var head struct {
+		Event string `json:"event"`
+	}
+	if err := json.Unmarshal(msg, &head); err != nil {
+		return "", malformed(carrier, "bad JSON: %v", err)
+	}
+	if head.Event == "" {
+		return "", malformed(carrier, "no event")
+	}
+	return head.Event, nil
+}
+
+// decodeFrame reads a message whose event is known into f.
+func decodeFrame(carrier string, msg []byte, f any) error {
+	if err := json.Unmarshal(msg, f); err != nil {
+		return malformed(carrier, "bad JSON: %v", err)
+	}
+	return nil
+}
+
 // jsonInt reads an integer that a carrier sends as a JSON number or as a
 // string holding one: both do both (Telnyx's "sequence_number": "1",
 // Plivo's "sequenceNumber": 1 and "timestamp": "1705312200000"). Null and

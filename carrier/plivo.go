@@ -36,50 +36,44 @@ type plivo struct{}
 
 func (plivo) Name() string { return "plivo" }
 
-// plivoFrame is every frame Plivo sends; each event fills its own part.
-type plivoFrame struct {
-	Event    string  `json:"event"`
+// plivoHead is what every frame Plivo sends has.
+type plivoHead struct {
 	Seq      jsonInt `json:"sequenceNumber"`
 	StreamID string  `json:"streamId"`
-	Start    *struct {
-		CallID      string `json:"callId"`
-		StreamID    string `json:"streamId"`
-		MediaFormat struct {
-			Encoding   string  `json:"encoding"`
-			SampleRate jsonInt `json:"sampleRate"`
-		} `json:"mediaFormat"`
-		ExtraHeaders json.RawMessage `json:"extra_headers"`
-	} `json:"start"`
-	ExtraHeaders json.RawMessage `json:"extra_headers"`
-	Media        *struct {
-		Track   string `json:"track"`
-		Payload string `json:"payload"`
-	} `json:"media"`
-	DTMF *struct {
-		Digit jsonText `json:"digit"`
-	} `json:"dtmf"`
-	// Name is a playedStream's checkpoint.
-	Name string `json:"name"`
 }
 
 func (plivo) Decode(msg []byte) (Event, error) {
 	const name = "plivo"
-	var f plivoFrame
-	if err := json.Unmarshal(msg, &f); err != nil {
-		return Event{}, malformed(name, "bad JSON: %v", err)
+	event, err := eventOf(name, msg)
+	if err != nil {
+		return Event{}, err
 	}
-	ev := Event{StreamID: f.StreamID, Seq: int64(f.Seq)}
-	switch f.Event {
-	case "":
-		return Event{}, malformed(name, "no event")
+	switch event {
 	case "start":
+		var f struct {
+			plivoHead
+			Start *struct {
+				CallID      string `json:"callId"`
+				StreamID    string `json:"streamId"`
+				MediaFormat struct {
+					Encoding   string  `json:"encoding"`
+					SampleRate jsonInt `json:"sampleRate"`
+				} `json:"mediaFormat"`
+				ExtraHeaders json.RawMessage `json:"extra_headers"`
+			} `json:"start"`
+			ExtraHeaders json.RawMessage `json:"extra_headers"`
+		}
+		if err := decodeFrame(name, msg, &f); err != nil {
+			return Event{}, err
+		}
 		if f.Start == nil {
 			return Event{}, malformed(name, "start without its start object")
 		}
-		if f.Start.StreamID != "" {
-			ev.StreamID = f.Start.StreamID
+		stream := f.Start.StreamID
+		if stream == "" {
+			stream = f.StreamID
 		}
-		if ev.StreamID == "" {
+		if stream == "" {
 			return Event{}, malformed(name, "start without a streamId")
 		}
 		headers := f.ExtraHeaders
@@ -90,44 +84,73 @@ func (plivo) Decode(msg []byte) (Event, error) {
 		if err != nil {
 			return Event{}, malformed(name, "start: %v", err)
 		}
-		ev.Kind = Start
-		ev.CallID = f.Start.CallID
-		ev.Encoding = f.Start.MediaFormat.Encoding
-		ev.Rate = int(f.Start.MediaFormat.SampleRate)
-		ev.Params = p
+		return Event{
+			Kind: Start, StreamID: stream, Seq: int64(f.Seq),
+			CallID:   f.Start.CallID,
+			Encoding: f.Start.MediaFormat.Encoding,
+			Rate:     int(f.Start.MediaFormat.SampleRate),
+			Params:   p,
+		}, nil
 	case "media":
+		var f struct {
+			plivoHead
+			Media *struct {
+				Track   string `json:"track"`
+				Payload string `json:"payload"`
+			} `json:"media"`
+		}
+		if err := decodeFrame(name, msg, &f); err != nil {
+			return Event{}, err
+		}
 		if f.Media == nil {
 			return Event{}, malformed(name, "media without its media object")
 		}
 		if f.Media.Track != "" && f.Media.Track != "inbound" {
-			return Event{}, unknownEvent(name, "media of the %q track, not the caller's", f.Media.Track)
+			return Event{}, unknownEvent(name, "media of the %.40q track, not the caller's", f.Media.Track)
 		}
 		audio, err := decodeAudio(name, f.Media.Payload)
 		if err != nil {
 			return Event{}, err
 		}
-		ev.Kind = Media
-		ev.Audio = audio
+		return Event{Kind: Media, StreamID: f.StreamID, Seq: int64(f.Seq), Audio: audio}, nil
 	case "dtmf":
+		var f struct {
+			plivoHead
+			DTMF *struct {
+				Digit jsonText `json:"digit"`
+			} `json:"dtmf"`
+		}
+		if err := decodeFrame(name, msg, &f); err != nil {
+			return Event{}, err
+		}
 		if f.DTMF == nil || f.DTMF.Digit == "" {
 			return Event{}, malformed(name, "dtmf without a digit")
 		}
-		ev.Kind = DTMF
-		ev.Digit = string(f.DTMF.Digit)
+		return Event{Kind: DTMF, StreamID: f.StreamID, Seq: int64(f.Seq), Digit: string(f.DTMF.Digit)}, nil
 	case "playedStream", "played":
-		if f.Name == "" {
-			return Event{}, malformed(name, "%s without a checkpoint name", f.Event)
+		var f struct {
+			plivoHead
+			Name string `json:"name"`
 		}
-		ev.Kind = Mark
-		ev.Mark = f.Name
-	case "clearedAudio":
-		ev.Kind = Cleared
-	case "stop":
-		ev.Kind = Stop
-	default:
-		return Event{}, unknownEvent(name, "event %.40q", f.Event)
+		if err := decodeFrame(name, msg, &f); err != nil {
+			return Event{}, err
+		}
+		if f.Name == "" {
+			return Event{}, malformed(name, "%s without a checkpoint name", event)
+		}
+		return Event{Kind: Mark, StreamID: f.StreamID, Seq: int64(f.Seq), Mark: f.Name}, nil
+	case "clearedAudio", "stop":
+		var f plivoHead
+		if err := decodeFrame(name, msg, &f); err != nil {
+			return Event{}, err
+		}
+		kind := Cleared
+		if event == "stop" {
+			kind = Stop
+		}
+		return Event{Kind: kind, StreamID: f.StreamID, Seq: int64(f.Seq)}, nil
 	}
-	return ev, nil
+	return Event{}, unknownEvent(name, "event %.40q", event)
 }
 
 // plivoExtraHeaders parses a start's extra_headers: the answer's

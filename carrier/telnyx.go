@@ -35,42 +35,14 @@ type telnyx struct{}
 
 func (telnyx) Name() string { return "telnyx" }
 
-// telnyxFrame is every frame Telnyx sends; each event fills its own part.
-type telnyxFrame struct {
-	Event    string  `json:"event"`
+// telnyxHead is what every frame Telnyx sends has.
+type telnyxHead struct {
 	Seq      jsonInt `json:"sequence_number"`
 	StreamID string  `json:"stream_id"`
-	Start    *struct {
-		CallControlID    string              `json:"call_control_id"`
-		From             string              `json:"from"`
-		To               string              `json:"to"`
-		ClientState      string              `json:"client_state"`
-		CustomParameters map[string]jsonText `json:"custom_parameters"`
-		MediaFormat      struct {
-			Encoding   string  `json:"encoding"`
-			SampleRate jsonInt `json:"sample_rate"`
-		} `json:"media_format"`
-	} `json:"start"`
-	Media *struct {
-		Track     string  `json:"track"`
-		Timestamp jsonInt `json:"timestamp"`
-		Payload   string  `json:"payload"`
-	} `json:"media"`
-	DTMF *struct {
-		Digit jsonText `json:"digit"`
-	} `json:"dtmf"`
-	Mark *struct {
-		Name string `json:"name"`
-	} `json:"mark"`
-	Stop *struct {
-		CallControlID string `json:"call_control_id"`
-	} `json:"stop"`
-	// An error frame's detail; "payload" in Telnyx's frames, "error"
-	// accepted too.
-	Payload *telnyxError `json:"payload"`
-	Error   *telnyxError `json:"error"`
 }
 
+// telnyxError is an error frame's detail: "payload" in Telnyx's frames,
+// "error" read too.
 type telnyxError struct {
 	Code   jsonText `json:"code"`
 	Title  jsonText `json:"title"`
@@ -79,63 +51,127 @@ type telnyxError struct {
 
 func (telnyx) Decode(msg []byte) (Event, error) {
 	const name = "telnyx"
-	var f telnyxFrame
-	if err := json.Unmarshal(msg, &f); err != nil {
-		return Event{}, malformed(name, "bad JSON: %v", err)
+	event, err := eventOf(name, msg)
+	if err != nil {
+		return Event{}, err
 	}
-	ev := Event{StreamID: f.StreamID, Seq: int64(f.Seq)}
-	switch f.Event {
-	case "":
-		return Event{}, malformed(name, "no event")
+	var head telnyxHead
+	switch event {
 	case "connected":
-		ev.Kind = Connected
+		if err := decodeFrame(name, msg, &head); err != nil {
+			return Event{}, err
+		}
+		return Event{Kind: Connected, StreamID: head.StreamID, Seq: int64(head.Seq)}, nil
 	case "start":
+		var f struct {
+			telnyxHead
+			Start *struct {
+				CallControlID    string              `json:"call_control_id"`
+				From             string              `json:"from"`
+				To               string              `json:"to"`
+				ClientState      string              `json:"client_state"`
+				CustomParameters map[string]jsonText `json:"custom_parameters"`
+				MediaFormat      struct {
+					Encoding   string  `json:"encoding"`
+					SampleRate jsonInt `json:"sample_rate"`
+				} `json:"media_format"`
+			} `json:"start"`
+		}
+		if err := decodeFrame(name, msg, &f); err != nil {
+			return Event{}, err
+		}
 		if f.StreamID == "" {
 			return Event{}, malformed(name, "start without a stream_id")
 		}
 		if f.Start == nil {
 			return Event{}, malformed(name, "start without its start object")
 		}
-		ev.Kind = Start
-		ev.CallID = f.Start.CallControlID
-		ev.Encoding = f.Start.MediaFormat.Encoding
-		ev.Rate = int(f.Start.MediaFormat.SampleRate)
-		ev.Params = params(f.Start.CustomParameters)
+		ev := Event{
+			Kind: Start, StreamID: f.StreamID, Seq: int64(f.Seq),
+			CallID:   f.Start.CallControlID,
+			Encoding: f.Start.MediaFormat.Encoding,
+			Rate:     int(f.Start.MediaFormat.SampleRate),
+			Params:   params(f.Start.CustomParameters),
+		}
 		fill(ev.Params, ParamFrom, f.Start.From)
 		fill(ev.Params, ParamTo, f.Start.To)
 		fill(ev.Params, "client_state", f.Start.ClientState)
+		return ev, nil
 	case "media":
+		var f struct {
+			telnyxHead
+			Media *struct {
+				Track     string  `json:"track"`
+				Timestamp jsonInt `json:"timestamp"`
+				Payload   string  `json:"payload"`
+			} `json:"media"`
+		}
+		if err := decodeFrame(name, msg, &f); err != nil {
+			return Event{}, err
+		}
 		if f.Media == nil {
 			return Event{}, malformed(name, "media without its media object")
 		}
 		if f.Media.Track != "" && f.Media.Track != "inbound" {
-			return Event{}, unknownEvent(name, "media of the %q track, not the caller's", f.Media.Track)
+			return Event{}, unknownEvent(name, "media of the %.40q track, not the caller's", f.Media.Track)
 		}
 		audio, err := decodeAudio(name, f.Media.Payload)
 		if err != nil {
 			return Event{}, err
 		}
-		ev.Kind = Media
-		ev.Audio = audio
-		ev.Timestamp = int64(f.Media.Timestamp)
+		return Event{Kind: Media, StreamID: f.StreamID, Seq: int64(f.Seq), Timestamp: int64(f.Media.Timestamp), Audio: audio}, nil
 	case "dtmf":
+		var f struct {
+			telnyxHead
+			DTMF *struct {
+				Digit jsonText `json:"digit"`
+			} `json:"dtmf"`
+		}
+		if err := decodeFrame(name, msg, &f); err != nil {
+			return Event{}, err
+		}
 		if f.DTMF == nil || f.DTMF.Digit == "" {
 			return Event{}, malformed(name, "dtmf without a digit")
 		}
-		ev.Kind = DTMF
-		ev.Digit = string(f.DTMF.Digit)
+		return Event{Kind: DTMF, StreamID: f.StreamID, Seq: int64(f.Seq), Digit: string(f.DTMF.Digit)}, nil
 	case "mark":
+		var f struct {
+			telnyxHead
+			Mark *struct {
+				Name string `json:"name"`
+			} `json:"mark"`
+		}
+		if err := decodeFrame(name, msg, &f); err != nil {
+			return Event{}, err
+		}
 		if f.Mark == nil || f.Mark.Name == "" {
 			return Event{}, malformed(name, "mark without a name")
 		}
-		ev.Kind = Mark
-		ev.Mark = f.Mark.Name
+		return Event{Kind: Mark, StreamID: f.StreamID, Seq: int64(f.Seq), Mark: f.Mark.Name}, nil
 	case "stop":
-		ev.Kind = Stop
+		var f struct {
+			telnyxHead
+			Stop *struct {
+				CallControlID string `json:"call_control_id"`
+			} `json:"stop"`
+		}
+		if err := decodeFrame(name, msg, &f); err != nil {
+			return Event{}, err
+		}
+		ev := Event{Kind: Stop, StreamID: f.StreamID, Seq: int64(f.Seq)}
 		if f.Stop != nil {
 			ev.CallID = f.Stop.CallControlID
 		}
+		return ev, nil
 	case "error":
+		var f struct {
+			telnyxHead
+			Payload *telnyxError `json:"payload"`
+			Error   *telnyxError `json:"error"`
+		}
+		if err := decodeFrame(name, msg, &f); err != nil {
+			return Event{}, err
+		}
 		e := f.Payload
 		if e == nil {
 			e = f.Error
@@ -145,10 +181,8 @@ func (telnyx) Decode(msg []byte) (Event, error) {
 			se.Code, se.Title, se.Detail = string(e.Code), string(e.Title), string(e.Detail)
 		}
 		return Event{}, se
-	default:
-		return Event{}, unknownEvent(name, "event %.40q", f.Event)
 	}
-	return ev, nil
+	return Event{}, unknownEvent(name, "event %.40q", event)
 }
 
 // fill sets m[k] = v where v says something and m has nothing for k.
