@@ -22,6 +22,22 @@ const (
 	ParamTo = "to"
 )
 
+// A StreamError is an error a carrier reported on the stream itself
+// (Telnyx's error frame), which Decode returns as its error. It is neither
+// ErrMalformed nor ErrUnknownEvent, and the stream goes on: the carrier
+// says what it could not do with a frame it was sent, not that the call is
+// over. The transport logs it and counts it.
+type StreamError struct {
+	Carrier, StreamID string
+	// Code, Title and Detail are the carrier's.
+	Code, Title, Detail string
+}
+
+func (e *StreamError) Error() string {
+	return fmt.Sprintf("carrier: %s reports an error on stream %q: code %s: %s: %s",
+		e.Carrier, e.StreamID, e.Code, e.Title, e.Detail)
+}
+
 // malformed returns an error wrapping ErrMalformed that says, after the
 // carrier's name, what is wrong.
 func malformed(carrier, format string, args ...any) error {

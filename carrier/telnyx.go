@@ -19,11 +19,16 @@ import (
 // inside (start.call_control_id); it carries the caller and the callee
 // itself (start.from, start.to), which fill Params' "from" and "to" when
 // the answer's parameters did not, and start.client_state, when the call
-// has one, as Params["client_state"]. Media payloads are the RTP payloads
-// without their headers: with the PCMU the answer asks for, mu-law. A
-// media frame of the outbound track (only sent if the stream asked for it)
-// is not the caller: Decode returns ErrUnknownEvent for it, so that the
-// agent never hears itself. An error frame is returned as a *StreamError.
+// has one, as Params["client_state"]. An error frame is returned as a
+// *StreamError.
+//
+// Media payloads are the RTP payloads without their headers: with the PCMU
+// the answer asks for, mu-law. Telnyx transcodes only between PCMU and
+// PCMA, and otherwise streams the call's own codec: the start's Encoding
+// says which, and a stream that is not "PCMU" is not one the transport can
+// play. A media frame of the outbound track (sent only if the stream asked
+// for it) is not the caller: Decode returns ErrUnknownEvent for it, so that
+// the agent never hears itself.
 //
 // In the bidirectional RTP mode the answer sets, Telnyx takes media, mark
 // and clear frames back. It routes them by the socket, not by a stream id,
@@ -231,22 +236,6 @@ func (telnyx) Mark(streamID, name string) ([]byte, error) {
 
 func (telnyx) Clear(streamID string) ([]byte, error) {
 	return []byte(`{"event":"clear"}`), nil
-}
-
-// A StreamError is an error a carrier reported on the stream itself
-// (Telnyx's error frame), which Decode returns as its error. It is neither
-// ErrMalformed nor ErrUnknownEvent, and the stream goes on: the carrier
-// says what it could not do with a frame it was sent, not that the call is
-// over. The transport logs it and counts it.
-type StreamError struct {
-	Carrier, StreamID string
-	// Code, Title and Detail are the carrier's.
-	Code, Title, Detail string
-}
-
-func (e *StreamError) Error() string {
-	return fmt.Sprintf("carrier: %s reports an error on stream %q: code %s: %s: %s",
-		e.Carrier, e.StreamID, e.Code, e.Title, e.Detail)
 }
 
 // TelnyxTeXML returns the TeXML that answers a call to a Telnyx number
