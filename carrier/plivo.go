@@ -15,21 +15,22 @@ import (
 // answer <Stream bidirectional="true"> opens them (PlivoXML writes that
 // answer).
 //
-// Plivo sends start, media, dtmf, playedStream and clearedAudio; it sends
-// no connected frame, and ends the stream by closing the socket (a stop
-// frame, which older pages show, is read as Stop all the same). The start
-// names the call and the stream inside it (start.callId, start.streamId)
-// but not the caller: the answer's parameters come back in extra_headers,
-// a string of name=value pairs, which Decode parses into Params. A
-// playedStream (the acknowledgement of a checkpoint, "played" on some of
-// Plivo's pages) is a Mark; a clearedAudio is Cleared, and Plivo drops the
-// checkpoints pending at a clear without acknowledging them, so the
-// transport takes the Cleared as their answer. Plivo's media timestamps
-// are wall-clock (Unix milliseconds), not the stream's, so Decode leaves
-// Event.Timestamp zero and gives the sequence number only.
+// Plivo sends start, media, dtmf, playedStream and clearedAudio frames. It
+// sends no connected frame, and ends the stream by closing the socket (a
+// stop frame, which older pages show, is read as Stop all the same). The
+// start names the call and the stream inside it (start.callId,
+// start.streamId) but not the caller: the answer's parameters come back in
+// extra_headers, a string of name=value pairs, which Decode parses into
+// Params. Plivo's media timestamps are wall-clock (Unix milliseconds), not
+// the stream's, so Decode leaves Event.Timestamp zero and gives the
+// sequence number only.
 //
-// Media sends playAudio frames of mu-law at 8000 Hz; Mark sends a
-// checkpoint; Clear sends clearAudio.
+// Media sends playAudio frames of mu-law at 8000 Hz, Mark a checkpoint and
+// Clear a clearAudio, each naming the stream. Plivo answers a checkpoint,
+// once the audio before it is played, with playedStream ("played" on some
+// of its pages), which Decode returns as a Mark; it answers a clearAudio
+// with clearedAudio, returned as Cleared. The checkpoints pending at a
+// clear are dropped unanswered: the Cleared is their answer.
 var Plivo Codec = plivo{}
 
 type plivo struct{}
