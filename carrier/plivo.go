@@ -120,14 +120,18 @@ func (plivo) Decode(msg []byte) (Event, error) {
 			DTMF *struct {
 				Digit jsonText `json:"digit"`
 			} `json:"dtmf"`
+			Digit jsonText `json:"digit"` // read too, where dtmf.digit is not
 		}
 		if err := decodeFrame(name, msg, &f); err != nil {
 			return Event{}, err
 		}
-		if f.DTMF == nil || f.DTMF.Digit == "" {
+		if f.DTMF != nil && f.DTMF.Digit != "" {
+			f.Digit = f.DTMF.Digit
+		}
+		if f.Digit == "" {
 			return Event{}, malformed(name, "dtmf without a digit")
 		}
-		return Event{Kind: DTMF, StreamID: f.StreamID, Seq: int64(f.Seq), Digit: string(f.DTMF.Digit)}, nil
+		return Event{Kind: DTMF, StreamID: f.StreamID, Seq: int64(f.Seq), Digit: string(f.Digit)}, nil
 	case "playedStream", "played":
 		var f struct {
 			plivoHead

@@ -60,6 +60,7 @@ func TestPlivoDecode(t *testing.T) {
 			carrier.Event{Kind: carrier.Start, StreamID: "s", CallID: "c", Params: map[string]string{}}},
 		{"media", plivoMedia, carrier.Event{Kind: carrier.Media, StreamID: stream, Seq: 42, Audio: telnyxAudio}},
 		{"dtmf", plivoDTMF, carrier.Event{Kind: carrier.DTMF, StreamID: stream, Seq: 43, Digit: "5"}},
+		{"dtmf digit at the top", `{"event":"dtmf","streamId":"s","digit":"*"}`, carrier.Event{Kind: carrier.DTMF, StreamID: "s", Digit: "*"}},
 		{"playedStream", plivoPlayed, carrier.Event{Kind: carrier.Mark, StreamID: stream, Seq: 44, Mark: "phrase-3"}},
 		{"played", `{"event":"played","streamId":"s","name":"customer greeting audio"}`,
 			carrier.Event{Kind: carrier.Mark, StreamID: "s", Mark: "customer greeting audio"}},
