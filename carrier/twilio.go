@@ -11,10 +11,12 @@ import (
 // opened by <Connect><Stream>), as Twilio documents its WebSocket
 // messages: connected, start, media, dtmf, mark and stop come in; media,
 // mark and clear go out.
-type Twilio struct{}
+var Twilio Codec = twilio{}
+
+type twilio struct{}
 
 // Name is "twilio".
-func (Twilio) Name() string { return "twilio" }
+func (twilio) Name() string { return "twilio" }
 
 // twilioMsg is every message Twilio sends, with the fields of each event
 // in a member of its own.
@@ -55,7 +57,7 @@ type twilioMsg struct {
 const maxPayload = 8000
 
 // Decode reads one message from Twilio.
-func (Twilio) Decode(msg []byte) (Event, error) {
+func (twilio) Decode(msg []byte) (Event, error) {
 	var m twilioMsg
 	if err := json.Unmarshal(msg, &m); err != nil {
 		return Event{}, fmt.Errorf("%w: not JSON: %v", ErrMalformed, err)
@@ -133,7 +135,7 @@ func (Twilio) Decode(msg []byte) (Event, error) {
 // Media encodes the agent's audio for Twilio to play. It is built by hand,
 // the payload base64-encoded in place: it goes out fifty times a second
 // on every call.
-func (Twilio) Media(streamID string, audio []byte) ([]byte, error) {
+func (twilio) Media(streamID string, audio []byte) ([]byte, error) {
 	sid, err := json.Marshal(streamID)
 	if err != nil {
 		return nil, err
@@ -148,7 +150,7 @@ func (Twilio) Media(streamID string, audio []byte) ([]byte, error) {
 }
 
 // Mark asks Twilio to return name once the audio sent before it has played.
-func (Twilio) Mark(streamID, name string) ([]byte, error) {
+func (twilio) Mark(streamID, name string) ([]byte, error) {
 	type mark struct {
 		Name string `json:"name"`
 	}
@@ -161,7 +163,7 @@ func (Twilio) Mark(streamID, name string) ([]byte, error) {
 
 // Clear asks Twilio to drop the audio it holds; it returns the pending
 // marks.
-func (Twilio) Clear(streamID string) ([]byte, error) {
+func (twilio) Clear(streamID string) ([]byte, error) {
 	return json.Marshal(struct {
 		Event     string `json:"event"`
 		StreamSid string `json:"streamSid"`

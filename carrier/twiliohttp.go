@@ -98,7 +98,7 @@ func NewTwilio(t *Transport, opts ...TwilioOption) *TwilioHandler {
 		o(&cfg)
 	}
 	h := &TwilioHandler{cfg: cfg, t: t, mux: http.NewServeMux(), tokens: map[string]streamGrant{}}
-	t.host.AddTransport(Twilio{}.Name())
+	t.host.AddTransport(Twilio.Name())
 	h.mux.HandleFunc("POST "+TwilioVoicePath, h.voice)
 	h.mux.HandleFunc("GET "+TwilioStreamPath, h.stream)
 	return h
@@ -243,7 +243,7 @@ func (h *TwilioHandler) stream(w http.ResponseWriter, r *http.Request) {
 		h.cfg.log.Warn("twilio stream: not a WebSocket", "err", err)
 		return
 	}
-	_ = h.t.Serve(r.Context(), conn, Stream{Codec: Twilio{}, Admit: h.admit})
+	_ = h.t.Serve(r.Context(), conn, Stream{Codec: Twilio, Admit: h.admit})
 }
 
 // Why a stream token is refused.
