@@ -548,9 +548,9 @@ func (c *Call) finish(reason string, how ending) {
 			cancel()
 		}
 		// Off the host's list only now: a call gone from it is gone from
-		// the store too.
-		c.h.forget(c)
+		// the store and from the active calls' gauge too.
 		c.h.metrics.sessionsActive.WithLabelValues(c.kind).Dec()
+		c.h.forget(c)
 		c.h.cfg.log.Info("session ended", "session", c.id, "transport", c.kind, "reason", reason)
 		c.line.Hangup(reason)
 		close(c.endedC)
