@@ -73,6 +73,8 @@ const (
 	EchoPath         Kind = "echo_path"         // the echo canceller measured the line's echo (State: none or present; Delay, GainDB)
 	ProviderFailover Kind = "provider_failover" // a provider failed and its backup took over (Provider, Error)
 	EventsDropped    Kind = "events_dropped"    // a slow subscriber lost Count events
+
+	TurnMetrics Kind = "turn_metrics" // an agent turn ended: when each of its stages was reached (Turn)
 )
 
 // Event is one decision of the session core. Fields beyond the header are
@@ -103,4 +105,45 @@ type Event struct {
 	// after the detector heard the speech end.
 	Delay  time.Duration `json:"delay_ns,omitempty"`
 	GainDB float64       `json:"gain_db,omitempty"`
+	// Turn is the turn's latency breakdown, for turn_metrics events.
+	Turn *Turn `json:"turn,omitempty"`
+}
+
+// Turn is when each stage of one agent turn was reached, on the session
+// clock (like Event.At); a stage the turn did not reach, or that does
+// not apply (a greeting has no caller speech), is zero.
+//
+// The stages, in the order a spoken answer passes them: the caller's
+// speech ends (the detector), the final transcript arrives, the endpoint
+// is decided (the caller's turn is committed), the model request leaves,
+// the model's first token comes back, the first phrase goes to the voice,
+// the voice's first audio comes back, it is queued for the line, and it is
+// played on the line. Voice-to-voice is SpeechEnd to FirstPlayed.
+type Turn struct {
+	Agent string `json:"agent,omitempty"`
+	// Model and Voice name the providers that answered (their Name, or
+	// their Go type when they have none).
+	Model string `json:"model,omitempty"`
+	Voice string `json:"voice,omitempty"`
+
+	SpeechEnd       time.Duration `json:"speech_end_ns,omitempty"`
+	Transcript      time.Duration `json:"transcript_ns,omitempty"`
+	Endpoint        time.Duration `json:"endpoint_ns,omitempty"`
+	Request         time.Duration `json:"request_ns,omitempty"`
+	FirstToken      time.Duration `json:"first_token_ns,omitempty"`
+	FirstPhrase     time.Duration `json:"first_phrase_ns,omitempty"`
+	VoiceFirstAudio time.Duration `json:"voice_first_audio_ns,omitempty"`
+	Queued          time.Duration `json:"queued_ns,omitempty"`
+	FirstPlayed     time.Duration `json:"first_played_ns,omitempty"`
+
+	// TokensIn and TokensOut are the model's own count of the request's
+	// and the answer's tokens, where it reports them (0: not reported).
+	TokensIn  int `json:"tokens_in,omitempty"`
+	TokensOut int `json:"tokens_out,omitempty"`
+
+	// Overhead is Holdline's own share of the turn's latency: from the
+	// endpoint to the request leaving, plus from the voice's first audio
+	// to its being queued for the line. What the providers take, the
+	// endpointing silence and the line's frame clock are not in it.
+	Overhead time.Duration `json:"overhead_ns,omitempty"`
 }
