@@ -32,6 +32,8 @@ type metrics struct {
 	callerTurns     *prometheus.CounterVec
 	speculations    *prometheus.CounterVec
 	speculationWon  prometheus.Histogram
+	turnStage       *prometheus.HistogramVec
+	turnTokens      *prometheus.CounterVec
 }
 
 func newMetrics(h *Host) *metrics {
@@ -100,10 +102,20 @@ func newMetrics(h *Host) *metrics {
 			Help:    "How much sooner a speculative answer that was used asked the model than the turn's end would have.",
 			Buckets: []float64{.05, .1, .2, .3, .4, .5, .75, 1, 2},
 		}),
+		turnStage: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "holdline_turn_stage_seconds",
+			Help: "How long each stage of an agent turn took (the turn_metrics event), by stage, agent, model and voice: " +
+				"transcript, endpoint (from the caller's speech end), request, first_token, first_phrase, voice_first_audio, queued, played (each from the stage before), " +
+				"voice_to_voice (the caller's speech end to the agent's first audio on the line) and overhead (Holdline's own share).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .2, .3, .5, .75, 1, 1.5, 2, 3, 5},
+		}, []string{"stage", "agent", "model", "voice"}),
+		turnTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "holdline_model_tokens_total", Help: "Tokens the model counted, by direction (in: the requests, out: the answers), agent and model, where the model reports them.",
+		}, []string{"direction", "agent", "model"}),
 	}
 	m.reg.MustRegister(m.sessionsActive, m.sessionsTotal, m.resumesTotal, m.connectionsLost, m.turnsTotal,
 		m.bargeIns, m.toolOutcomes, m.providerErrors, m.sttTurnsDropped, m.echoPaths, m.echoGain, m.responseLatency, m.toolDuration, m.rejected,
-		m.callerTurns, m.speculations, m.speculationWon,
+		m.callerTurns, m.speculations, m.speculationWon, m.turnStage, m.turnTokens,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
 		frameCollector{h})
 	return m
@@ -216,6 +228,16 @@ func (o *observer) observe(e events.Event) {
 		o.turnEnd = 0
 	case events.BargeInConfirmed:
 		m.bargeIns.WithLabelValues(e.Reason).Inc()
+	case events.TurnMetrics:
+		if t := e.Turn; t != nil {
+			for _, st := range t.Breakdown() {
+				m.turnStage.WithLabelValues(st.Name, t.Agent, t.Model, t.Voice).Observe(st.Took.Seconds())
+			}
+			if t.TokensIn > 0 || t.TokensOut > 0 {
+				m.turnTokens.WithLabelValues("in", t.Agent, t.Model).Add(float64(t.TokensIn))
+				m.turnTokens.WithLabelValues("out", t.Agent, t.Model).Add(float64(t.TokensOut))
+			}
+		}
 	case events.ToolStarted:
 		o.toolStart[e.CallID] = e.At
 	case events.ToolTerminal:

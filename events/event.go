@@ -147,3 +147,52 @@ type Turn struct {
 	// endpointing silence and the line's frame clock are not in it.
 	Overhead time.Duration `json:"overhead_ns,omitempty"`
 }
+
+// StageTime is how long one stage of a turn took: from the stage before
+// it (From) to this one.
+type StageTime struct {
+	Name string
+	From string
+	Took time.Duration
+}
+
+// The stage names Breakdown uses, which are also the stage label of
+// Prometheus' holdline_turn_stage_seconds.
+const (
+	StageTranscript      = "transcript"        // speech end → final transcript
+	StageEndpoint        = "endpoint"          // speech end → endpoint decided
+	StageRequest         = "request"           // endpoint → model request sent
+	StageFirstToken      = "first_token"       // request → first token
+	StageFirstPhrase     = "first_phrase"      // first token → first phrase to the voice
+	StageVoiceFirstAudio = "voice_first_audio" // first phrase → the voice's first audio
+	StageQueued          = "queued"            // the voice's first audio → queued for the line
+	StagePlayed          = "played"            // queued → played on the line
+	StageVoiceToVoice    = "voice_to_voice"    // speech end → played on the line
+	StageOverhead        = "overhead"          // Holdline's own share (Turn.Overhead)
+)
+
+// Breakdown is the turn's stages that were reached, each with the time it
+// took from the one before it; then voice-to-voice (for an answer to the
+// caller's speech) and the overhead. A request that left before the
+// endpoint (a speculative answer) took no time after it.
+func (t Turn) Breakdown() []StageTime {
+	var out []StageTime
+	add := func(name, from string, a, b time.Duration) {
+		if a != 0 && b != 0 {
+			out = append(out, StageTime{Name: name, From: from, Took: max(b-a, 0)})
+		}
+	}
+	add(StageTranscript, "speech_end", t.SpeechEnd, t.Transcript)
+	add(StageEndpoint, "speech_end", t.SpeechEnd, t.Endpoint)
+	add(StageRequest, StageEndpoint, t.Endpoint, t.Request)
+	add(StageFirstToken, StageRequest, t.Request, t.FirstToken)
+	add(StageFirstPhrase, StageFirstToken, t.FirstToken, t.FirstPhrase)
+	add(StageVoiceFirstAudio, StageFirstPhrase, t.FirstPhrase, t.VoiceFirstAudio)
+	add(StageQueued, StageVoiceFirstAudio, t.VoiceFirstAudio, t.Queued)
+	add(StagePlayed, StageQueued, t.Queued, t.FirstPlayed)
+	add(StageVoiceToVoice, "speech_end", t.SpeechEnd, t.FirstPlayed)
+	if t.FirstPlayed != 0 {
+		out = append(out, StageTime{Name: StageOverhead, Took: t.Overhead})
+	}
+	return out
+}

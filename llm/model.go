@@ -157,6 +157,16 @@ type Chunk struct {
 	// context as what was said (as far as it was played) and is never
 	// synthesised.
 	Transcript string
+	// Usage is the model's own count of the request's and the answer's
+	// tokens, on the chunk that carries it (usually the last), for
+	// models that report it.
+	Usage *Usage
+}
+
+// Usage is a model's count of tokens.
+type Usage struct {
+	InputTokens  int
+	OutputTokens int
 }
 
 // ToolCallDelta is a fragment of a tool call. Fragments of one call share an

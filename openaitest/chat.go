@@ -187,8 +187,11 @@ func (c *chatState) running() int {
 // The request as sent on the wire; content may be a string, null or an
 // array of parts.
 type wireChatRequest struct {
-	Model    string        `json:"model"`
-	Stream   bool          `json:"stream"`
+	Model         string `json:"model"`
+	Stream        bool   `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
 	Messages []wireMessage `json:"messages"`
 	Tools    []wireTool    `json:"tools"`
 }
@@ -278,6 +281,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		latency: latency,
 		// A fault's delays come on top of the latency.
 		origin: received.Add(fault.HeaderDelay + fault.FirstTokenDelay),
+		// Counted as OpenAI's tokenizer roughly would: four bytes a token.
+		promptTokens: max(len(body)/4, 1),
+		usage:        wire.StreamOptions != nil && wire.StreamOptions.IncludeUsage,
 	}
 	defer s.recordAnswer(index, a)
 	if !wire.Stream {
@@ -488,6 +494,12 @@ type answer struct {
 	sent    int  // content and tool-call chunks sent
 	opened  bool // role chunk sent
 
+	// usage: the request asked for the token counts
+	// (stream_options.include_usage); they go in a last chunk of their
+	// own, with no choices, as OpenAI sends them.
+	usage        bool
+	promptTokens int
+
 	// What was sent, for the request's record.
 	first time.Time
 	text  strings.Builder
@@ -511,6 +523,12 @@ type (
 		Model             string        `json:"model"`
 		SystemFingerprint string        `json:"system_fingerprint"`
 		Choices           []chunkChoice `json:"choices"`
+		Usage             *usageJSON    `json:"usage,omitempty"`
+	}
+	usageJSON struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+		TotalTokens      int `json:"total_tokens"`
 	}
 	chunkChoice struct {
 		Index        int        `json:"index"`
@@ -625,6 +643,14 @@ func (a *answer) stream(stream llm.Stream) {
 	}
 	if a.write(a.chunk(chunkDelta{}, &reason)) != nil {
 		return
+	}
+	if a.usage {
+		c := a.chunk(chunkDelta{}, nil)
+		c.Choices = []chunkChoice{}
+		c.Usage = &usageJSON{PromptTokens: a.promptTokens, CompletionTokens: a.sent, TotalTokens: a.promptTokens + a.sent}
+		if a.write(c) != nil {
+			return
+		}
 	}
 	_, _ = io.WriteString(a.w, "data: [DONE]\n\n")
 	_ = a.flush()

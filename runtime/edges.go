@@ -57,7 +57,7 @@ func (e *liveEdges) StartGeneration(epoch uint64, req llm.Request) {
 	e.gens[epoch] = cancel
 	e.wg.Go(func() {
 		defer cancel()
-		g := generation{s: e.s, epoch: epoch}
+		g := generation{s: e.s, epoch: epoch, stages: &stageMarks{}}
 		g.run(ctx, req)
 	})
 }
@@ -66,8 +66,37 @@ func (e *liveEdges) StartGeneration(epoch uint64, req llm.Request) {
 // speaker run concurrently so that the first phrase is synthesised while
 // the model is still writing the rest.
 type generation struct {
-	s     *Session
-	epoch uint64
+	s      *Session
+	epoch  uint64
+	stages *stageMarks
+}
+
+// stageMarks are the stages a generation has reported, shared by its
+// model reader and its speaker (each marks its own stages).
+type stageMarks struct {
+	mu   sync.Mutex
+	seen [engine.StageQueued + 1]bool
+}
+
+// reach reports a stage of the turn's answer the first time it is reached,
+// read on the session clock now.
+func (g generation) reach(stage engine.Stage, provider string) {
+	g.stages.mu.Lock()
+	seen := g.stages.seen[stage]
+	g.stages.seen[stage] = true
+	g.stages.mu.Unlock()
+	if !seen {
+		g.s.post(engine.StageReached{Epoch: g.epoch, Stage: stage, At: g.s.cfg.Clock.Now(), Provider: provider})
+	}
+}
+
+// providerName names a provider for the turn's breakdown and metrics: its
+// Name, or its Go type.
+func providerName(p any) string {
+	if n, ok := p.(interface{ Name() string }); ok && n.Name() != "" {
+		return n.Name()
+	}
+	return fmt.Sprintf("%T", p)
 }
 
 const phraseQueue = 64
@@ -155,6 +184,7 @@ func (g generation) stream(ctx context.Context, model llm.Model, req llm.Request
 		defer stall.Reset(g.s.cfg.StallTimeout)
 		return send(p)
 	}
+	g.reach(engine.StageRequest, providerName(model))
 	stream, err := model.Stream(sctx, req)
 	callsBegun := false
 	if err == nil {
@@ -166,6 +196,12 @@ func (g generation) stream(ctx context.Context, model llm.Model, req llm.Request
 				break
 			}
 			stall.Reset(g.s.cfg.StallTimeout)
+			if u := chunk.Usage; u != nil {
+				g.s.post(engine.ModelUsage{Epoch: g.epoch, TokensIn: u.InputTokens, TokensOut: u.OutputTokens})
+			}
+			if chunk.Text != "" || chunk.Transcript != "" || len(chunk.Audio.Samples) > 0 || chunk.ToolCall != nil {
+				g.reach(engine.StageFirstToken, "")
+			}
 			if chunk.Text != "" {
 				started = true
 				g.s.post(engine.ModelText{Epoch: g.epoch, Text: chunk.Text})
@@ -247,6 +283,8 @@ func (g generation) speak(ctx context.Context, pieces <-chan piece) {
 			continue
 		case len(p.audio) > 0:
 			voice.begin(offset)
+			// A speaking model is its own voice.
+			g.reach(engine.StageVoiceFirstAudio, "")
 			d, err := out.enqueue(ctx, p.audio, p.rate)
 			if err != nil {
 				if ctx.Err() == nil && failed == nil {
@@ -255,6 +293,7 @@ func (g generation) speak(ctx context.Context, pieces <-chan piece) {
 				continue
 			}
 			offset += d
+			g.reach(engine.StageQueued, "")
 			g.postWords(voice.timed(offset, false))
 			continue
 		}
@@ -332,6 +371,7 @@ func (g generation) synthesize(ctx context.Context, synth tts.Synthesizer, text 
 	start := offset
 	timed := false
 	sctx, stall := g.stallGuard(ctx, "speech synthesis")
+	g.reach(engine.StageFirstPhrase, providerName(synth))
 	stream, err := synth.Synthesize(sctx, text)
 	for err == nil {
 		var chunk tts.Chunk
@@ -351,10 +391,12 @@ func (g generation) synthesize(ctx context.Context, synth tts.Synthesizer, text 
 		if len(chunk.Audio.Samples) == 0 {
 			continue
 		}
+		g.reach(engine.StageVoiceFirstAudio, "")
 		var d time.Duration
 		if d, err = out.enqueue(ctx, chunk.Audio.Samples, chunk.Audio.SampleRate); err != nil {
 			break
 		}
+		g.reach(engine.StageQueued, "")
 		offset += d
 	}
 	if stream != nil {

@@ -47,6 +47,9 @@ type Response struct {
 	// Hang makes the stream yield nothing until its context ends or it is
 	// closed, as a model that accepted the request and went silent.
 	Hang bool
+	// Usage, if set, is reported on a last chunk of its own, as models
+	// that count tokens report them.
+	Usage *llm.Usage
 }
 
 // Call is a scripted tool call.
@@ -200,6 +203,10 @@ func responseChunks(resp Response) ([]llm.Chunk, error) {
 			llm.Chunk{ToolCall: &llm.ToolCallDelta{Index: i, ID: c.ID, Name: c.Name, Arguments: args[:half]}},
 			llm.Chunk{ToolCall: &llm.ToolCallDelta{Index: i, Arguments: args[half:]}},
 		)
+	}
+	if resp.Usage != nil {
+		u := *resp.Usage
+		chunks = append(chunks, llm.Chunk{Usage: &u})
 	}
 	return chunks, nil
 }

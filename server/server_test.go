@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -486,6 +487,12 @@ func TestMetricsCountTurnsToolsAndLatency(t *testing.T) {
 	}
 	if strings.Contains(m, "holdline_turns_total 0\n") {
 		t.Error("no turns counted")
+	}
+	for _, stage := range []string{"first_token", "voice_first_audio", "played", "overhead"} {
+		re := regexp.MustCompile(`holdline_turn_stage_seconds_count\{agent="[^"]+",model="[^"]+",stage="` + stage + `",voice="[^"]+"\} [1-9]`)
+		if !re.MatchString(m) {
+			t.Errorf("no turn took stage %s: the turn_metrics events did not reach the histogram", stage)
+		}
 	}
 }
 

@@ -127,6 +127,7 @@ expect: {final_context_contains: ["Goodbye."]}
 	//            0s  e1  turn_started
 	//            0s  e1  inference_sent reason=injected
 	//         900ms  e1  playout_done "Hello."
+	//         900ms  e1  turn_metrics
 	//         900ms  e1  turn_settled
 	//         900ms  e1  idle
 	//   replay: holdline simulate greeting.yaml --seed 1

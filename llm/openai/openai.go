@@ -64,6 +64,7 @@ type config struct {
 	retryBase   time.Duration
 	retryMax    time.Duration
 	temperature *float32
+	noUsage     bool
 }
 
 // Option configures a Model.
@@ -99,6 +100,11 @@ func WithRetries(n int, base, max time.Duration) Option {
 // temperature from the request, so 0 means the server's default; use a
 // tiny positive value for near-greedy sampling.
 func WithTemperature(t float32) Option { return func(c *config) { c.temperature = &t } }
+
+// WithoutUsage stops asking for the answer's token counts
+// (stream_options.include_usage), for compatible servers that refuse the
+// option. The counts go into each turn's breakdown (events.Turn).
+func WithoutUsage() Option { return func(c *config) { c.noUsage = true } }
 
 // New returns a Model. It fails with ErrNoAPIKey when there is no key.
 func New(opts ...Option) (*Model, error) {
@@ -167,6 +173,9 @@ func (m *Model) request(req llm.Request) goopenai.ChatCompletionRequest {
 		Messages: messages(req),
 		Tools:    tools(req.Tools),
 		Stream:   true,
+	}
+	if !m.cfg.noUsage {
+		creq.StreamOptions = &goopenai.StreamOptions{IncludeUsage: true}
 	}
 	if m.cfg.temperature != nil {
 		creq.Temperature = *m.cfg.temperature

@@ -74,7 +74,8 @@ func newTest(t *testing.T, brain llm.Model, opts ...Option) (*openaitest.Server,
 }
 
 type result struct {
-	chunks []llm.Chunk
+	chunks []llm.Chunk // without the usage chunk
+	usage  *llm.Usage
 	text   string
 	calls  []llm.ToolCall
 	err    error // what ended the stream
@@ -89,6 +90,13 @@ func drain(t *testing.T, s llm.Stream) result {
 		if err != nil {
 			r.err = err
 			break
+		}
+		if c.Usage != nil {
+			if r.usage != nil || c.Text != "" || c.ToolCall != nil {
+				t.Errorf("usage %+v reported twice or with the answer", *c.Usage)
+			}
+			r.usage = c.Usage
+			continue
 		}
 		r.chunks = append(r.chunks, c)
 		r.text += c.Text
@@ -765,8 +773,39 @@ func TestRequestBody(t *testing.T) {
 		t.Fatal(r.err)
 	}
 	got := string(srv.Requests()[0].Body)
-	want := `{"model":"gpt-4o-mini","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"stream":true}`
+	want := `{"model":"gpt-4o-mini","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"stream":true,"stream_options":{"include_usage":true}}`
 	if got != want {
 		t.Errorf("body\n got %s\nwant %s", got, want)
+	}
+}
+
+// The answer's token counts, which OpenAI sends in a last chunk of their
+// own when asked, reach the caller as a Usage chunk after the answer.
+func TestUsageReportedAfterTheAnswer(t *testing.T) {
+	srv, m, _ := newTest(t, scripted.NewLLM(fast(scripted.Response{Text: "Two words."})))
+	r := run(t, m, hello)
+	if r.err != io.EOF {
+		t.Fatal(r.err)
+	}
+	if r.usage == nil {
+		t.Fatal("no usage reported")
+	}
+	if r.usage.InputTokens <= 0 || r.usage.OutputTokens != len(r.chunks) {
+		t.Errorf("usage %+v, want the prompt counted and %d answer tokens", *r.usage, len(r.chunks))
+	}
+	if !strings.Contains(string(srv.Requests()[0].Body), `"include_usage":true`) {
+		t.Error("the request did not ask for usage")
+	}
+}
+
+// WithoutUsage leaves the option out, for servers that refuse it.
+func TestWithoutUsageDoesNotAskForIt(t *testing.T) {
+	srv, m, _ := newTest(t, scripted.NewLLM(fast(scripted.Response{Text: "ok"})), WithoutUsage())
+	r := run(t, m, hello)
+	if r.err != io.EOF || r.usage != nil {
+		t.Fatalf("err %v usage %v, want EOF and none", r.err, r.usage)
+	}
+	if strings.Contains(string(srv.Requests()[0].Body), "stream_options") {
+		t.Errorf("body %s asks for usage", srv.Requests()[0].Body)
 	}
 }

@@ -209,6 +209,11 @@ func (s *stream) pop() llm.Chunk {
 
 // take queues the chunks of one response: text first, then tool calls.
 func (s *stream) take(resp goopenai.ChatCompletionStreamResponse) {
+	if u := resp.Usage; u != nil {
+		defer func() {
+			s.pending = append(s.pending, llm.Chunk{Usage: &llm.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}})
+		}()
+	}
 	for _, ch := range resp.Choices {
 		if ch.Index != 0 {
 			continue // only one choice is asked for

@@ -48,7 +48,10 @@ type conductor struct {
 	pendingFollowUps []*turnState
 
 	userSpeaking bool
-	userFinals   []string
+	// userStages are the caller's side of the breakdown of the turn that
+	// will answer them: their speech's end, the last final, the endpoint.
+	userStages events.Turn
+	userFinals []string
 	// wordsSinceSpeech: a final with words came since the caller last
 	// started speaking, so userFinals may hold their latest words.
 	wordsSinceSpeech bool
@@ -152,6 +155,9 @@ type turnState struct {
 
 	assistant *entry
 	calls     []*callState
+
+	// stages is the turn's latency breakdown so far.
+	stages events.Turn
 }
 
 // holdsFloor reports whether the turn's model stream or audio is still going.
@@ -270,9 +276,19 @@ func (c *conductor) handle(in Input) {
 		}
 	case SpeechDone:
 		c.onSpeechDone(in)
+	case StageReached:
+		if t := c.liveTurn(in.Epoch); t != nil {
+			t.reached(in, c.start)
+		}
+	case ModelUsage:
+		if t := c.liveTurn(in.Epoch); t != nil {
+			t.stages.TokensIn += in.TokensIn
+			t.stages.TokensOut += in.TokensOut
+		}
 	case PlayoutStarted:
 		if t := c.liveTurn(in.Epoch); t != nil && !t.playoutDone {
 			t.played = true
+			t.stages.FirstPlayed = stamp(c.at())
 			c.emit(events.Event{Kind: events.PlayoutStarted, Epoch: in.Epoch})
 		}
 	case PlayoutFinished:
@@ -314,6 +330,7 @@ func (c *conductor) liveTurn(epoch uint64) *turnState {
 func (c *conductor) onUserText(text string) {
 	c.idle = false
 	c.restoreTransport()
+	c.userStages = events.Turn{Endpoint: stamp(c.at())}
 	c.emit(events.Event{Kind: events.UserTurn, Text: text, Reason: "injected"})
 	c.preempt("user_input")
 	c.appendUser(text)
@@ -429,6 +446,7 @@ func (c *conductor) onSpeechStopped(in UserSpeechStopped) {
 	c.userSpeaking = false
 	c.emit(events.Event{Kind: events.SpeechStopped, Epoch: c.epoch})
 	c.startEndpoint(in.Ago)
+	c.userStages.SpeechEnd = stamp(c.silentSince.Add(-in.Silence).Sub(c.start))
 	if c.wordsSinceSpeech {
 		// The words came before the detector heard the silence. (Finals
 		// from before the caller spoke again are not all their words.)
@@ -481,6 +499,7 @@ func (c *conductor) onTranscript(tr UserTranscript) {
 		return
 	}
 	c.restoreTransport()
+	c.userStages.Transcript = stamp(c.at())
 	c.userFinals = append(c.userFinals, strings.TrimSpace(tr.Text))
 	c.wordsSinceSpeech = true
 	if tr.Confidence > 0 && (c.userConfidence == 0 || tr.Confidence < c.userConfidence) {
@@ -542,6 +561,7 @@ func (c *conductor) finishUserTurn() {
 	conf := c.userConfidence
 	c.userFinals, c.userConfidence, c.wordsSinceSpeech = nil, 0, false
 	c.stopEndpoint()
+	c.userStages.Endpoint = stamp(c.at())
 	ev := events.Event{Kind: events.UserTurn, Text: text, Reason: "speech"}
 	if !c.silentSince.IsZero() {
 		ev.Delay = c.clock.Now().Sub(c.silentSince)
@@ -1038,6 +1058,7 @@ func (c *conductor) maybeSettle(t *turnState) {
 	t.settled = true
 	c.edges.CancelGeneration(t.epoch) // releases the finished generation
 	close(t.handle.settled)
+	c.emitTurnMetrics(t)
 	c.emit(events.Event{Kind: events.TurnSettled, Epoch: t.epoch})
 	for i, x := range c.turns {
 		if x == t {
@@ -1150,6 +1171,9 @@ func (c *conductor) startTurn(why string, reason llm.Reason, extra string) {
 	c.idle = false
 	c.epoch++
 	t := &turnState{handle: newTurn(c.epoch), epoch: c.epoch}
+	if reason == llm.ReasonUserTurn {
+		t.stages, c.userStages = c.userStages, events.Turn{}
+	}
 	c.turns = append(c.turns, t)
 	c.emit(events.Event{Kind: events.TurnStarted, Epoch: t.epoch})
 	req := c.buildRequest(reason, extra)
@@ -1255,4 +1279,56 @@ func (c *conductor) render(forModel, mark bool) []llm.Item {
 	}
 	flush()
 	return items
+}
+
+// at is the session clock's reading, as an offset from the session's start.
+func (c *conductor) at() time.Duration { return c.clock.Now().Sub(c.start) }
+
+// stamp is a stage's instant as events.Turn holds it, where zero means
+// not reached: a stage reached as the session starts (a greeting's
+// request, on a virtual clock) is put a nanosecond after.
+func stamp(at time.Duration) time.Duration { return max(at, time.Nanosecond) }
+
+// reached records the first time the turn's answer reached a stage.
+func (t *turnState) reached(in StageReached, start time.Time) {
+	var at *time.Duration
+	switch in.Stage {
+	case StageRequest:
+		at = &t.stages.Request
+		if t.stages.Model == "" {
+			t.stages.Model = in.Provider
+		}
+	case StageFirstToken:
+		at = &t.stages.FirstToken
+	case StageFirstPhrase:
+		at = &t.stages.FirstPhrase
+		if t.stages.Voice == "" {
+			t.stages.Voice = in.Provider
+		}
+	case StageVoiceFirstAudio:
+		at = &t.stages.VoiceFirstAudio
+	case StageQueued:
+		at = &t.stages.Queued
+	default:
+		return
+	}
+	if *at == 0 {
+		*at = stamp(in.At.Sub(start))
+	}
+}
+
+// emitTurnMetrics reports the settled turn's latency breakdown.
+func (c *conductor) emitTurnMetrics(t *turnState) {
+	m := t.stages
+	m.Agent = c.agent.Name
+	// Holdline's own time: the endpoint to the request (none when a
+	// speculative request left before the endpoint), and the voice's
+	// first audio to the line's queue.
+	if m.Endpoint > 0 && m.Request > m.Endpoint {
+		m.Overhead += m.Request - m.Endpoint
+	}
+	if m.VoiceFirstAudio > 0 && m.Queued > m.VoiceFirstAudio {
+		m.Overhead += m.Queued - m.VoiceFirstAudio
+	}
+	c.emit(events.Event{Kind: events.TurnMetrics, Epoch: t.epoch, Turn: &m})
 }

@@ -31,7 +31,10 @@ type UserSpeechStarted struct{}
 // UserSpeechStopped is posted when voice activity ends. Ago, when set, says
 // it ended that long before the input was posted (a short sound whose
 // words were awaited): the silence that ends the turn counts from then.
-type UserSpeechStopped struct{ Ago time.Duration }
+// Silence is the quiet the detector needed before it called the end (its
+// MinSilence), before Ago: the caller's voice ended Ago+Silence before the
+// input, which is where the turn's voice-to-voice latency starts.
+type UserSpeechStopped struct{ Ago, Silence time.Duration }
 
 // BargeInSuspected says the caller may be talking over the agent: the
 // output pauses while the arbiter listens. Verdict, when set, is how long
@@ -128,6 +131,41 @@ type PlayoutStarted struct{ Epoch uint64 }
 // PlayoutFinished says the last queued sample of turn Epoch has been played.
 type PlayoutFinished struct{ Epoch uint64 }
 
+// Stage is a point an answer's pipeline reaches on its way to the line,
+// for the turn's latency breakdown (events.Turn).
+type Stage int
+
+// The stages the edges report, in the order an answer reaches them.
+const (
+	StageRequest         Stage = iota + 1 // the model request is leaving
+	StageFirstToken                       // the model's first text, call or audio came back
+	StageFirstPhrase                      // the first phrase went to the voice
+	StageVoiceFirstAudio                  // the voice's first audio came back
+	StageQueued                           // the first audio was queued for the line
+)
+
+// StageReached says turn Epoch's answer reached Stage at At (on the
+// session clock: the edge reads it when it happens, so the mailbox's delay
+// is not counted). A stage reached again (a retry, a backup model, the
+// next phrase) is ignored.
+type StageReached struct {
+	Epoch uint64
+	Stage Stage
+	At    time.Time
+	// Provider names the model (StageRequest) or the voice
+	// (StageFirstPhrase) that took the turn.
+	Provider string
+}
+
+// ModelUsage is the model's own count of turn Epoch's request and answer
+// tokens, added to what it reported before for the turn (a follow-up
+// request counts in its own turn).
+type ModelUsage struct {
+	Epoch     uint64
+	TokensIn  int
+	TokensOut int
+}
+
 // ToolOutcome is the end of one tool run.
 type ToolOutcome struct {
 	CallID string
@@ -220,6 +258,8 @@ func (SpeechWords) input()       {}
 func (SpeechDone) input()        {}
 func (PlayoutFinished) input()   {}
 func (PlayoutStarted) input()    {}
+func (StageReached) input()      {}
+func (ModelUsage) input()        {}
 func (ToolOutcome) input()       {}
 func (timerFired) input()        {}
 func (ReconcileOutcome) input()  {}

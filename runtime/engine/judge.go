@@ -50,7 +50,7 @@ func (j *InputJudge) Agent(audible, turn, played bool) vad.Agent {
 // decision and the input it means for the conductor (nil for none).
 func (j *InputJudge) Frame(prob float32, d time.Duration, agent vad.Agent) (vad.Decision, Input) {
 	dec := j.arb.Frame(prob, d, agent)
-	return dec, decisionInput(dec)
+	return dec, j.decisionInput(dec)
 }
 
 // Transcript judges a recognition result, given the words the agent played
@@ -68,13 +68,14 @@ func (j *InputJudge) Transcript(text string, final bool, played string, agent va
 		dec = j.arb.NoWords()
 	}
 	var ins []Input
-	if in := decisionInput(dec); in != nil {
+	if in := j.decisionInput(dec); in != nil {
 		ins = append(ins, in)
 	}
 	if dec.Action == vad.Confirm && dec.Ended > 0 {
 		// A short sound confirmed by its words has ended already: the
 		// arbiter would have said so after MinSilence of quiet.
-		ins = append(ins, UserSpeechStopped{Ago: max(dec.Ended-j.arb.Config().Segmenter.MinSilence, 0)})
+		silence := j.arb.Config().Segmenter.MinSilence
+		ins = append(ins, UserSpeechStopped{Ago: max(dec.Ended-silence, 0), Silence: min(dec.Ended, silence)})
 	}
 	if final && !keep && dec.Reason == vad.ReasonBackchannel && !j.turn {
 		// A backchannel keeps a speaking agent going; once its turn is
@@ -118,12 +119,12 @@ func (j *InputJudge) EchoTail() time.Duration { return j.arb.Config().EchoTail }
 func (j *InputJudge) Quiet() bool { return !j.arb.Speaking() && !j.arb.Suspecting() }
 
 // decisionInput is what an arbiter decision tells the conductor.
-func decisionInput(d vad.Decision) Input {
+func (j *InputJudge) decisionInput(d vad.Decision) Input {
 	switch d.Action {
 	case vad.SpeechStart:
 		return UserSpeechStarted{}
 	case vad.SpeechStop:
-		return UserSpeechStopped{}
+		return UserSpeechStopped{Silence: j.arb.Config().Segmenter.MinSilence}
 	case vad.Suspect:
 		return BargeInSuspected{Reason: d.Reason, Verdict: d.Within}
 	case vad.Confirm:

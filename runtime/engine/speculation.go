@@ -97,6 +97,10 @@ func (c *conductor) captured(in Input) bool {
 		epoch = in.Epoch
 	case PlayoutStarted:
 		epoch = in.Epoch
+	case StageReached:
+		epoch = in.Epoch
+	case ModelUsage:
+		epoch = in.Epoch
 	case PlayoutFinished:
 		epoch = in.Epoch
 	case ToolOutcome:
@@ -162,6 +166,7 @@ func (c *conductor) useSpeculation(text string) bool {
 	c.spec = nil
 	c.sent = c.render(true, true) // marks what the request showed
 	t := &turnState{handle: s.handle, epoch: s.epoch}
+	t.stages, c.userStages = c.userStages, events.Turn{}
 	c.turns = append(c.turns, t)
 	c.emit(events.Event{Kind: events.SpeculationUsed, Epoch: s.epoch, Delay: c.clock.Now().Sub(s.started)})
 	c.emit(events.Event{Kind: events.TurnStarted, Epoch: t.epoch})
