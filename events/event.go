@@ -135,6 +135,13 @@ type Turn struct {
 	VoiceFirstAudio time.Duration `json:"voice_first_audio_ns,omitempty"`
 	Queued          time.Duration `json:"queued_ns,omitempty"`
 	FirstPlayed     time.Duration `json:"first_played_ns,omitempty"`
+	// ModelDone is when the model's answer ended (or was cancelled, for
+	// an interrupted turn); SynthDone when the last of its audio was
+	// synthesised (or the synthesis was cancelled).
+	ModelDone time.Duration `json:"model_done_ns,omitempty"`
+	SynthDone time.Duration `json:"synth_done_ns,omitempty"`
+	// Interrupted: the turn was cut short (a barge-in, newer input).
+	Interrupted bool `json:"interrupted,omitempty"`
 
 	// TokensIn and TokensOut are the model's own count of the request's
 	// and the answer's tokens, where it reports them (0: not reported).

@@ -73,6 +73,10 @@ func TestTurnMetricsGiveEachStageItsTime(t *testing.T) {
 				t.Errorf("%s: %v, want %v within a frame", c.name, c.got, c.want)
 			}
 		}
+		if m.ModelDone <= m.FirstToken || m.SynthDone < m.VoiceFirstAudio || m.Interrupted {
+			t.Errorf("model done %v (first token %v), synthesis done %v (first audio %v), interrupted %v",
+				m.ModelDone, m.FirstToken, m.SynthDone, m.VoiceFirstAudio, m.Interrupted)
+		}
 		if m.FirstPhrase < m.FirstToken {
 			t.Errorf("the first phrase went to the voice (%v) before the model's first token (%v)", m.FirstPhrase, m.FirstToken)
 		}

@@ -643,6 +643,14 @@ func (c *conductor) cut(reason string) {
 
 func (c *conductor) interrupt(t *turnState, reason string) {
 	t.interrupted = true
+	now := stamp(c.at())
+	t.stages.Interrupted = true
+	if t.stages.ModelDone == 0 {
+		t.stages.ModelDone = now
+	}
+	if t.stages.SynthDone == 0 && t.stages.FirstPhrase != 0 {
+		t.stages.SynthDone = now
+	}
 	close(t.handle.interrupted)
 	c.edges.CancelGeneration(t.epoch)
 	c.emit(events.Event{Kind: events.TurnInterrupted, Epoch: t.epoch, Reason: reason})
@@ -746,6 +754,7 @@ func (c *conductor) onModelDone(d ModelDone) {
 		return
 	}
 	t.modelDone = true
+	t.stages.ModelDone = stamp(c.at())
 	if d.Err != nil {
 		c.emit(events.Event{Kind: events.ProviderError, Epoch: t.epoch, Provider: "llm", Error: d.Err.Error()})
 	}
@@ -1020,6 +1029,7 @@ func (c *conductor) onSpeechDone(d SpeechDone) {
 		return
 	}
 	t.synthDone = true
+	t.stages.SynthDone = stamp(c.at())
 	if d.Err == nil {
 		return
 	}
