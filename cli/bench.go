@@ -96,6 +96,11 @@ type latencySettings struct {
 	// speculate: the session asks the model as soon as the transcript is
 	// in (runtime.WithSpeculation).
 	speculate bool
+	// local: the agent runs on its local engines (pocketsphinx, espeak-ng,
+	// its own model), not against openaitest: the providers' latencies
+	// are theirs, and the stages come from the turn's own breakdown (the
+	// turn_metrics event).
+	local bool
 }
 
 // floor is the least any runtime could take for a turn whose first phrase
@@ -141,6 +146,7 @@ func (c *cli) benchLatencyCmd(ctx context.Context, args []string) error {
 		lines = append(lines, s)
 		return nil
 	})
+	engines := fs.String("engines", "openai", "the agent's engines: openai (OpenAI's clients against openaitest, with the latencies set here) or local (pocketsphinx, espeak-ng and the agent's own model, at their own pace; the latency flags are then ignored)")
 	runtimeName := fs.String("runtime", "holdline", "what answers the caller: holdline, livekit (LiveKit Agents for Node through livekit-server on this machine, test/latency-livekit; needs node and npm) or both (alternating rounds of Holdline, LiveKit with preemptive generation off, and LiveKit's defaults; --speculate is then ignored)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	verbose := fs.Bool("v", false, "log the server's debug detail to standard error")
@@ -158,7 +164,12 @@ func (c *cli) benchLatencyCmd(ctx context.Context, args []string) error {
 		return fmt.Errorf("--endpointing %v: want a positive duration", set.endpointing)
 	case !slices.Contains(benchRuntimes, *runtimeName):
 		return fmt.Errorf("--runtime %q: want one of %s", *runtimeName, strings.Join(benchRuntimes, ", "))
+	case *engines != "openai" && *engines != "local":
+		return fmt.Errorf("--engines %q: want openai or local", *engines)
+	case *engines == "local" && *runtimeName != "holdline":
+		return errors.New("--engines local measures Holdline alone: LiveKit Agents has no pocketsphinx or espeak-ng")
 	}
+	set.local = *engines == "local"
 	if len(lines) == 0 {
 		lines = benchCallerLines
 	}
@@ -230,7 +241,11 @@ func (c *cli) benchLatencyCmd(ctx context.Context, args []string) error {
 			fn: fn, name: *name, note: note, logger: logger, asJSON: *asJSON, verbose: *verbose,
 		})
 	}
-	base, stop, err := benchServe(ctx, fn, *name, fake.URL(), logger,
+	pf := &providerFlags{llm: "openai", stt: "openai", tts: "openai", openAIURL: fake.URL(), openAIKey: openaitest.APIKey}
+	if set.local {
+		pf = &providerFlags{stt: "pocketsphinx", tts: "espeak"}
+	}
+	base, stop, err := benchServe(ctx, fn, *name, pf, logger,
 		runtime.WithEndpointing(set.endpointing), runtime.WithSpeculation(set.speculate))
 	if err != nil {
 		return err
@@ -238,7 +253,11 @@ func (c *cli) benchLatencyCmd(ctx context.Context, args []string) error {
 	defer stop()
 
 	if !*asJSON {
-		fmt.Fprintf(c.stderr, "bench latency: the %s agent over WebRTC on 127.0.0.1, against openaitest at %s; %d turns\n", *name, fake.URL(), set.turns)
+		if set.local {
+			fmt.Fprintf(c.stderr, "bench latency: the %s agent over WebRTC on 127.0.0.1, on its local engines (pocketsphinx, espeak-ng, its own model); %d turns\n", *name, set.turns)
+		} else {
+			fmt.Fprintf(c.stderr, "bench latency: the %s agent over WebRTC on 127.0.0.1, against openaitest at %s; %d turns\n", *name, fake.URL(), set.turns)
+		}
 	}
 	if note != "" {
 		fmt.Fprintln(c.stderr, "note:", note)
@@ -272,12 +291,10 @@ func (c *cli) benchLatencyCmd(ctx context.Context, args []string) error {
 	return nil
 }
 
-// benchServe serves the agent fn makes as "serve --llm openai --stt openai
-// --tts openai --store none" would, with those providers at openAIURL,
-// on 127.0.0.1 alone (WebRTC included), until stop. It returns the base
-// URL to dial.
-func benchServe(ctx context.Context, fn runtime.AgentFunc, name, openAIURL string, logger *slog.Logger, opts ...runtime.Option) (base string, stop func(), err error) {
-	pf := &providerFlags{llm: "openai", stt: "openai", tts: "openai", openAIURL: openAIURL, openAIKey: openaitest.APIKey}
+// benchServe serves the agent fn makes as "serve --store none" with the
+// providers pf chooses would, on 127.0.0.1 alone (WebRTC included), until
+// stop. It returns the base URL to dial.
+func benchServe(ctx context.Context, fn runtime.AgentFunc, name string, pf *providerFlags, logger *slog.Logger, opts ...runtime.Option) (base string, stop func(), err error) {
 	var undo []func()
 	stop = func() {
 		for i := len(undo) - 1; i >= 0; i-- {
@@ -422,8 +439,32 @@ var (
 	}()
 )
 
+// localStages are the stages of a turn on local engines: the session's
+// events and its own breakdown of the turn (turn_metrics), and the caller.
+var localStages = []latencyStageName{
+	{"speech_stopped", "event", "the detector heard the caller stop", ""},
+	{"transcript", "event", "the session had the words", "speech_stopped"},
+	{"user_turn", "event", "the caller's turn ended", "speech_stopped"},
+	{"request", "turn", "the model request left", "user_turn"},
+	{"first_token", "turn", "the model's first token came back", "request"},
+	{"first_phrase", "turn", "the first phrase went to the voice", "first_token"},
+	{"voice_first_audio", "turn", "the voice's first audio came back", "first_phrase"},
+	{"queued", "turn", "it was queued for the line", "voice_first_audio"},
+	{"playout_started", "event", "the first audio went to the line", "queued"},
+	{"heard", "client", "the caller heard it", "playout_started"},
+}
+
 // stages are the stages of the run's turns, in the order they happen.
 func (s latencySettings) stages() []latencyStageName {
+	if s.local {
+		if s.speculate {
+			// The request leaves once the words are in, before the turn ends.
+			st := slices.Clone(localStages)
+			st[3].after = "transcript"
+			return st
+		}
+		return localStages
+	}
 	if s.speculate {
 		return speculativeStages
 	}
@@ -443,6 +484,9 @@ type latencyTurn struct {
 	// allow (latencySettings.floor).
 	HeardMS float64 `json:"heard_ms"`
 	FloorMS float64 `json:"floor_ms"`
+	// OverheadMS is Holdline's own share of the turn, as the turn's
+	// breakdown (the turn_metrics event) counts it.
+	OverheadMS float64 `json:"overhead_ms"`
 	// AtMS is when each stage happened, since the end of the speech.
 	AtMS  map[string]float64 `json:"at_ms,omitempty"`
 	Error string             `json:"error,omitempty"`
@@ -476,9 +520,12 @@ func (r *latencyRun) run(ctx context.Context, base string) error {
 		}
 		r.turns = append(r.turns, t)
 		mark = next
-		if t.measured() {
+		switch {
+		case t.measured() && r.settings.local:
+			fmt.Fprintf(r.stderr, "turn %d/%d: %q: first audio heard %.0f ms after the end of speech\n", t.Turn, r.settings.turns, line, t.HeardMS)
+		case t.measured():
 			fmt.Fprintf(r.stderr, "turn %d/%d: %q: first audio heard %.0f ms after the end of speech (floor %.0f ms)\n", t.Turn, r.settings.turns, line, t.HeardMS, t.FloorMS)
-		} else {
+		default:
 			fmt.Fprintf(r.stderr, "turn %d/%d: %q: not measured: %s\n", t.Turn, r.settings.turns, line, t.Error)
 		}
 	}
@@ -542,7 +589,7 @@ func (r *latencyRun) turn(ctx context.Context, c *rtctest.Client, n int, line st
 	// The speculative requests of the turn, by epoch: the one used is
 	// when the model was asked for the answer heard.
 	asked := map[uint64]time.Time{}
-	var used uint64
+	var used, played uint64
 	for _, e := range c.Events() {
 		if e.Kind == events.SpeculationStarted && e.Seq < ut.Seq && e.Time.After(sayAt) {
 			asked[e.Epoch] = e.Time
@@ -570,7 +617,7 @@ func (r *latencyRun) turn(ctx context.Context, c *rtctest.Client, n int, line st
 				}
 			case events.PlayoutStarted:
 				if _, ok := at[string(e.Kind)]; !ok {
-					at[string(e.Kind)] = e.Time
+					at[string(e.Kind)], played = e.Time, e.Epoch
 				}
 			case events.ProviderError, events.ProviderFailover:
 				if eventErr == "" {
@@ -581,6 +628,37 @@ func (r *latencyRun) turn(ctx context.Context, c *rtctest.Client, n int, line st
 	}
 	if eventErr != "" {
 		return fail("%s", eventErr)
+	}
+	// The session's own breakdown of the turn that was heard.
+	var tm *events.Turn
+	for _, e := range c.Events() {
+		if e.Kind == events.TurnMetrics && e.Epoch == played && e.Seq > ut.Seq && e.Seq <= last && e.Turn != nil {
+			tm = e.Turn
+			zero := e.Time.Add(-e.At) // the session's start
+			for name, d := range map[string]time.Duration{"request": tm.Request, "first_token": tm.FirstToken,
+				"first_phrase": tm.FirstPhrase, "voice_first_audio": tm.VoiceFirstAudio, "queued": tm.Queued} {
+				if d != 0 && r.settings.local {
+					at[name] = zero.Add(d)
+				}
+			}
+		}
+	}
+	if tm == nil {
+		return fail("no turn_metrics event for the turn heard")
+	}
+	t.OverheadMS = ms(tm.Overhead)
+	if r.settings.local {
+		for _, s := range r.settings.stages() {
+			if _, ok := at[s.name]; !ok {
+				return fail("no %s (%s)", s.name, s.what)
+			}
+		}
+		t.HeardMS = ms(heard.Sub(end))
+		t.AtMS = map[string]float64{}
+		for k, v := range at {
+			t.AtMS[k] = ms(v.Sub(end))
+		}
+		return t, mark, nil
 	}
 	// The providers' side, from the fake server's records.
 	for _, tr := range r.fake.Transcriptions() {

@@ -209,7 +209,8 @@ func (c *cli) benchLatencyAcross(ctx context.Context, which string, b benchSetup
 	var base string
 	if which == "both" {
 		var stop func()
-		base, stop, err = benchServe(ctx, b.fn, b.name, b.fake.URL(), b.logger,
+		pf := &providerFlags{llm: "openai", stt: "openai", tts: "openai", openAIURL: b.fake.URL(), openAIKey: openaitest.APIKey}
+		base, stop, err = benchServe(ctx, b.fn, b.name, pf, b.logger,
 			runtime.WithEndpointing(b.set.endpointing), runtime.WithSpeculation(true))
 		if err != nil {
 			return err

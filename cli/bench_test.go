@@ -131,6 +131,42 @@ func TestBenchLatencyMeasuresEveryTurnAboveTheFloor(t *testing.T) {
 	}
 }
 
+// On local engines the stages come from the turn's own breakdown: every
+// turn has them all, in order, and its overhead. (The overhead's 5 ms
+// target is measured by the command itself, not here: this only checks
+// that a sane figure is reported.)
+func TestBenchLatencyOnLocalEnginesBreaksEveryTurnDown(t *testing.T) {
+	needEspeak(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	var out, errs bytes.Buffer
+	if err := run(ctx, []string{"bench", "latency", "--engines", "local", "--turns", "2", "--json"}, nil, &out, &errs); err != nil {
+		if strings.Contains(err.Error(), "pocketsphinx") {
+			t.Skipf("no local recogniser: %v", err)
+		}
+		t.Fatalf("bench latency: %v\n%s", err, errs.String())
+	}
+	var rep latencyReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("the JSON: %v\n%s", err, out.String())
+	}
+	if rep.Engines != "local" || rep.Measured != 2 || len(rep.Stages) != len(localStages) {
+		t.Fatalf("engines %q, %d of 2 turns measured, %d stages; want local, 2, %d\n%s", rep.Engines, rep.Measured, len(rep.Stages), len(localStages), errs.String())
+	}
+	for _, turn := range rep.PerTurn {
+		at := turn.AtMS
+		order := []string{"request", "first_token", "first_phrase", "voice_first_audio", "queued", "playout_started", "heard"}
+		for i := 1; i < len(order); i++ {
+			if at[order[i]] < at[order[i-1]] {
+				t.Errorf("turn %d: %s at %v ms before %s at %v ms", turn.Turn, order[i], at[order[i]], order[i-1], at[order[i-1]])
+			}
+		}
+		if turn.OverheadMS < 0 || turn.OverheadMS > 100 {
+			t.Errorf("turn %d: overhead %v ms, want a figure between 0 and a frame clock's worth", turn.Turn, turn.OverheadMS)
+		}
+	}
+}
+
 func TestBenchLatencyRefusesWhatItCannotMeasure(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -143,6 +179,8 @@ func TestBenchLatencyRefusesWhatItCannotMeasure(t *testing.T) {
 		{[]string{"bench", "latency", "--endpointing", "0s"}, "--endpointing 0s"},
 		{[]string{"bench", "latency", "--say", " "}, "an empty line"},
 		{[]string{"bench", "latency", "--agent", "nobody"}, `no agent named "nobody"`},
+		{[]string{"bench", "latency", "--engines", "cloud"}, `--engines "cloud"`},
+		{[]string{"bench", "latency", "--engines", "local", "--runtime", "livekit"}, "measures Holdline alone"},
 	} {
 		var out, errs bytes.Buffer
 		err := run(t.Context(), tc.args, nil, &out, &errs)
