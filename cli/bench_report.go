@@ -24,7 +24,7 @@ type latencyReport struct {
 	Settings map[string]float64 `json:"settings_ms"`
 	// Speculate: the model was asked as soon as the caller's words were
 	// in (runtime.WithSpeculation).
-	Speculate bool   `json:"speculate"`
+	Speculate bool `json:"speculate"`
 	// Engines are the agent's: openai (against openaitest, with the
 	// latencies in Settings) or local (their own; Floor is then 0).
 	Engines string `json:"engines"`
@@ -32,14 +32,14 @@ type latencyReport struct {
 	// VoiceToVoice is from the end of the caller's speech to the agent's
 	// first audio heard; Floor the least the providers and the
 	// endpointing allow; HoldlineShare the difference, turn by turn.
-	VoiceToVoice  latencyStats   `json:"voice_to_voice"`
-	Floor         latencyStats   `json:"floor"`
-	HoldlineShare latencyStats   `json:"holdline_share"`
+	VoiceToVoice  latencyStats `json:"voice_to_voice"`
+	Floor         latencyStats `json:"floor"`
+	HoldlineShare latencyStats `json:"holdline_share"`
 	// Overhead is Holdline's own share as each turn's breakdown counts
 	// it (events.Turn.Overhead).
 	Overhead latencyStats   `json:"overhead"`
-	Stages        []latencyStage `json:"stages"`
-	PerTurn       []latencyTurn  `json:"per_turn"`
+	Stages   []latencyStage `json:"stages"`
+	PerTurn  []latencyTurn  `json:"per_turn"`
 }
 
 // latencyStats are a measurement over the turns measured, in ms.
