@@ -10,7 +10,7 @@ APT_PACKAGES := libspeexdsp1 libspeexdsp-dev espeak-ng sox pocketsphinx pocketsp
 # The browser tests: Debian's Chromium, driven by playwright-core. The SIP
 # tests: sipp (Debian's sip-tester) and baresip as the phones. coturn as
 # the TURN server a caller in a network namespace reaches the agent through.
-APT_TEST_PACKAGES := chromium sip-tester baresip-core redis-server coturn
+APT_TEST_PACKAGES := chromium sip-tester baresip-core redis-server coturn prometheus
 # Silero VAD: the ONNX Runtime library from the npm package onnxruntime-node
 # and the model from @livekit/agents-plugin-silero, fetched with npm pack.
 MODELS_DIR ?= $(HOME)/.cache/holdline

@@ -587,6 +587,7 @@ func (c *Call) pump() {
 		}
 	}
 	c.log.close()
+	obs.close()
 	// Done once the call has ended and its last events are in the log.
 	<-c.endedC
 	close(c.done)

@@ -1,6 +1,7 @@
 package calls
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +35,18 @@ type metrics struct {
 	speculationWon  prometheus.Histogram
 	turnStage       *prometheus.HistogramVec
 	turnTokens      *prometheus.CounterVec
+
+	// running are the tool calls under way in every call, for the
+	// stuck-tool gauge.
+	runMu   sync.Mutex
+	running map[runningKey]runningCall
+}
+
+type runningKey struct{ session, call string }
+
+type runningCall struct {
+	tool  string
+	since time.Time
 }
 
 func newMetrics(h *Host) *metrics {
@@ -117,7 +130,7 @@ func newMetrics(h *Host) *metrics {
 		m.bargeIns, m.toolOutcomes, m.providerErrors, m.sttTurnsDropped, m.echoPaths, m.echoGain, m.responseLatency, m.toolDuration, m.rejected,
 		m.callerTurns, m.speculations, m.speculationWon, m.turnStage, m.turnTokens,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
-		frameCollector{h})
+		frameCollector{h}, runningCollector{m})
 	return m
 }
 
@@ -187,7 +200,8 @@ func (f frameCollector) Collect(ch chan<- prometheus.Metric) {
 // observer turns one session's events into metrics. It lives on the
 // session's event pump goroutine.
 type observer struct {
-	m *metrics
+	m       *metrics
+	session string
 	// turnEnd is when the caller's latest turn ended, on the session
 	// clock; zero when no answer is awaited.
 	turnEnd   time.Duration
@@ -240,8 +254,18 @@ func (o *observer) observe(e events.Event) {
 		}
 	case events.ToolStarted:
 		o.toolStart[e.CallID] = e.At
+		o.session = e.Session
+		m.runMu.Lock()
+		if m.running == nil {
+			m.running = map[runningKey]runningCall{}
+		}
+		m.running[runningKey{e.Session, e.CallID}] = runningCall{tool: e.Tool, since: e.Time}
+		m.runMu.Unlock()
 	case events.ToolTerminal:
 		m.toolOutcomes.WithLabelValues(e.Tool, e.State).Inc()
+		m.runMu.Lock()
+		delete(m.running, runningKey{e.Session, e.CallID})
+		m.runMu.Unlock()
 		if at, ok := o.toolStart[e.CallID]; ok {
 			m.toolDuration.WithLabelValues(e.Tool).Observe((e.At - at).Seconds())
 			delete(o.toolStart, e.CallID)
@@ -256,5 +280,55 @@ func (o *observer) observe(e events.Event) {
 		if e.State == "present" {
 			m.echoGain.Observe(e.GainDB)
 		}
+	}
+}
+
+// close forgets the session's tool calls still running: its call is over.
+func (o *observer) close() {
+	if o.session == "" {
+		return
+	}
+	o.m.runMu.Lock()
+	defer o.m.runMu.Unlock()
+	for k := range o.m.running {
+		if k.session == o.session {
+			delete(o.m.running, k)
+		}
+	}
+}
+
+// runningCollector reports the tool calls under way, by tool: how many,
+// and how long the oldest has run, which is what a stuck tool shows as
+// (every tool has a timeout, but a long one hides a hung backend for its
+// whole length).
+type runningCollector struct{ m *metrics }
+
+var (
+	runningDesc = prometheus.NewDesc("holdline_tool_calls_running",
+		"Tool calls under way, by tool.", []string{"tool"}, nil)
+	oldestDesc = prometheus.NewDesc("holdline_tool_call_oldest_running_seconds",
+		"How long the oldest tool call under way has run, by tool: a stuck tool keeps it growing.", []string{"tool"}, nil)
+)
+
+func (r runningCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- runningDesc
+	ch <- oldestDesc
+}
+
+func (r runningCollector) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now()
+	count := map[string]int{}
+	oldest := map[string]time.Time{}
+	r.m.runMu.Lock()
+	for _, c := range r.m.running {
+		count[c.tool]++
+		if o, ok := oldest[c.tool]; !ok || c.since.Before(o) {
+			oldest[c.tool] = c.since
+		}
+	}
+	r.m.runMu.Unlock()
+	for tool, n := range count {
+		ch <- prometheus.MustNewConstMetric(runningDesc, prometheus.GaugeValue, float64(n), tool)
+		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, max(now.Sub(oldest[tool]).Seconds(), 0), tool)
 	}
 }

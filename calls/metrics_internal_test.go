@@ -65,3 +65,46 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// TestAToolStillRunningShowsHowLongItHasRun checks the stuck-tool gauges:
+// a call under way is counted with its age until it ends, or its session
+// does.
+func TestAToolStillRunningShowsHowLongItHasRun(t *testing.T) {
+	m := newMetrics(&Host{})
+	a, b := m.observer("sip"), m.observer("webrtc")
+	started := time.Now().Add(-90 * time.Second)
+	a.observe(events.Event{Kind: events.ToolStarted, Session: "s1", CallID: "c1", Tool: "book_table", Time: started})
+	a.observe(events.Event{Kind: events.ToolStarted, Session: "s1", CallID: "c2", Tool: "book_table", Time: time.Now()})
+	b.observe(events.Event{Kind: events.ToolStarted, Session: "s2", CallID: "c1", Tool: "lookup", Time: time.Now()})
+	gauges := func() map[string]float64 {
+		got := map[string]float64{}
+		mfs, err := m.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			for _, mt := range mf.GetMetric() {
+				if n := mf.GetName(); n == "holdline_tool_calls_running" || n == "holdline_tool_call_oldest_running_seconds" {
+					got[n+"/"+mt.GetLabel()[0].GetValue()] = mt.GetGauge().GetValue()
+				}
+			}
+		}
+		return got
+	}
+	g := gauges()
+	if g["holdline_tool_calls_running/book_table"] != 2 || g["holdline_tool_calls_running/lookup"] != 1 {
+		t.Errorf("running %v; want 2 book_table and 1 lookup", g)
+	}
+	if age := g["holdline_tool_call_oldest_running_seconds/book_table"]; age < 90 || age > 120 {
+		t.Errorf("the oldest book_table call has run %v s; want about 90", age)
+	}
+	a.observe(events.Event{Kind: events.ToolTerminal, Session: "s1", CallID: "c1", Tool: "book_table", State: "succeeded"})
+	if age := gauges()["holdline_tool_call_oldest_running_seconds/book_table"]; age > 10 {
+		t.Errorf("after the old call ended the oldest has run %v s; want the new one's age", age)
+	}
+	a.close() // s1's call ended with c2 still running
+	b.observe(events.Event{Kind: events.ToolTerminal, Session: "s2", CallID: "c1", Tool: "lookup", State: "succeeded"})
+	if g := gauges(); len(g) != 0 {
+		t.Errorf("with every call over, still running: %v", g)
+	}
+}
