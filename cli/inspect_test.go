@@ -1,0 +1,257 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+
+	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/sim"
+)
+
+// supportCallEvents runs the support desk from the console, as a user
+// would with --events, and returns the file: the front desk hands the
+// caller to billing, whose refund (a mutation) waits for its preamble.
+// It runs in a synctest bubble, so the file is the same on every run.
+func supportCallEvents(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "support.jsonl")
+	synctest.Test(t, func(t *testing.T) {
+		var out, errs bytes.Buffer
+		in := strings.NewReader("I was charged twice on account A7.\nYes, refund one please.\n")
+		args := []string{"console", "--agent", "support", "--llm", "demo", "--tts", "demo", "--events", path}
+		if err := run(context.Background(), args, in, &out, &errs); err != nil {
+			t.Fatalf("console: %v\nstderr: %s", err, errs.String())
+		}
+	})
+	return path
+}
+
+// bargeInCallEvents runs a replay scenario in the simulator (virtual time,
+// its own seed) and writes its first run's events as JSONL: the caller
+// cuts in while three calls are unfinished, a deferred mutation among
+// them (it waits for its preamble, and never runs).
+func bargeInCallEvents(t *testing.T) string {
+	t.Helper()
+	sc, err := sim.Load("../examples/scenarios/c4-every-call-gets-one-output.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := sim.RunScenario(sc, sim.Options{KeepFirst: true})
+	if res.Err != "" || res.First == nil {
+		t.Fatalf("simulate: %q", res.Err)
+	}
+	path := filepath.Join(t.TempDir(), "bargein.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := events.NewJSONL(f)
+	for _, e := range res.First.Events {
+		if err := w.Write(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// kindsIn lists the event kinds of a JSONL file, sorted.
+func kindsIn(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var e struct{ Kind string }
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if !slices.Contains(kinds, e.Kind) {
+			kinds = append(kinds, e.Kind)
+		}
+	}
+	slices.Sort(kinds)
+	return kinds
+}
+
+// The recorded calls each test reads: the support desk from the console
+// (handoff, deferred refund), a simulated barge-in over a deferred
+// mutation, and a hand-written file for what neither emits yet
+// (turn_metrics, line and provider trouble, checkpoints, a kind this
+// version does not know).
+func inspectInputs(t *testing.T) map[string]string {
+	t.Helper()
+	return map[string]string{
+		"support": supportCallEvents(t),
+		"bargein": bargeInCallEvents(t),
+		"fixture": "testdata/inspect/fixture.jsonl",
+	}
+}
+
+// inspectFile runs holdline inspect on path and returns the page.
+func inspectFile(t *testing.T, path, out string) string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"inspect", path, "-o", out}, strings.NewReader(""), &stdout, &stderr); err != nil {
+		t.Fatalf("inspect %s: %v\n%s", path, err, stderr.String())
+	}
+	page, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(page)
+}
+
+var pageEvents = regexp.MustCompile(`(?s)<script type="application/json" id="holdline-events">(.*?)</script>`)
+
+// eventsInPage reads back the events a page carries.
+func eventsInPage(t *testing.T, page string) []events.Event {
+	t.Helper()
+	m := pageEvents.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatal("the page carries no events")
+	}
+	var evs []events.Event
+	if err := json.Unmarshal([]byte(m[1]), &evs); err != nil {
+		t.Fatalf("the page's events: %v", err)
+	}
+	return evs
+}
+
+// remote finds what a browser would fetch from elsewhere.
+var remote = regexp.MustCompile(`(?i)(src|href|action)\s*=\s*["']?\s*(https?:)?//|url\(\s*["']?\s*(https?:)?//|@import|<link\b|<script[^>]+\bsrc\s*=`)
+
+func TestInspectPageHoldsEveryEventAndNeedsNoNetwork(t *testing.T) {
+	for name, path := range inspectInputs(t) {
+		t.Run(name, func(t *testing.T) {
+			page := inspectFile(t, path, filepath.Join(t.TempDir(), name+".html"))
+			want := kindsIn(t, path)
+			var got []string
+			n := 0
+			for _, e := range eventsInPage(t, page) {
+				n++
+				if !slices.Contains(got, string(e.Kind)) {
+					got = append(got, string(e.Kind))
+				}
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Errorf("the page's kinds %v; the file's %v", got, want)
+			}
+			data, _ := os.ReadFile(path)
+			if lines := strings.Count(strings.TrimSpace(string(data)), "\n") + 1; n != lines {
+				t.Errorf("the page has %d events; the file %d", n, lines)
+			}
+			if loc := remote.FindStringIndex(page); loc != nil {
+				t.Errorf("the page loads something from elsewhere: %q", page[max(loc[0]-40, 0):min(loc[1]+40, len(page))])
+			}
+			for _, want := range []string{"window.HoldlineTimeline", ".hl-timeline", "HoldlineTimeline.mount("} {
+				if !strings.Contains(page, want) {
+					t.Errorf("the page lacks %q: the timeline is not inlined", want)
+				}
+			}
+		})
+	}
+}
+
+// The page is written next to the events file, named after it, when -o is
+// not given; flags may come before or after the file.
+func TestInspectNamesThePageAfterTheFile(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "call.events.jsonl")
+	data, err := os.ReadFile("testdata/inspect/fixture.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"inspect", src}, strings.NewReader(""), &stdout, &stderr); err != nil {
+		t.Fatalf("inspect: %v\n%s", err, stderr.String())
+	}
+	want := filepath.Join(dir, "call.events.html")
+	if _, err := os.Stat(want); err != nil {
+		t.Errorf("no page at %s: %v (said %q)", want, err, stdout.String())
+	}
+	if !strings.Contains(stdout.String(), want) {
+		t.Errorf("inspect said %q; want the page's path", stdout.String())
+	}
+}
+
+func TestInspectRefusesAMissingOrMalformedFile(t *testing.T) {
+	dir := t.TempDir()
+	good := `{"seq":1,"at_ns":0,"kind":"session_started"}`
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name, path string
+		want       []string
+	}{
+		{"missing", filepath.Join(dir, "nope.jsonl"), []string{"nope.jsonl", "no such file"}},
+		{"broken JSON", write("broken.jsonl", good+"\n"+good+"\n{\"seq\":3,\"kind\":\n"), []string{"broken.jsonl:3:", "not an event"}},
+		{"no kind", write("nokind.jsonl", good+"\n{\"seq\":2,\"at_ns\":5}\n"), []string{"nokind.jsonl:2:", `no "kind"`}},
+		{"wrong type", write("type.jsonl", "\n"+`{"seq":"one","kind":"idle"}`+"\n"), []string{"type.jsonl:2:", "not an event"}},
+		{"not JSON lines", write("text.jsonl", "hello\n"), []string{"text.jsonl:1:"}},
+		{"empty", write("empty.jsonl", "\n\n"), []string{"empty.jsonl", "no events"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(dir, tc.name+".html")
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), []string{"inspect", tc.path, "-o", out}, strings.NewReader(""), &stdout, &stderr)
+			if err == nil {
+				t.Fatal("inspect accepted it")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if _, serr := os.Stat(out); serr == nil {
+				t.Error("a page was written anyway")
+			}
+		})
+	}
+}
+
+func TestInspectHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"inspect", "--help"}, strings.NewReader(""), &stdout, &stderr)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("--help: %v", err)
+	}
+	for _, want := range []string{"holdline inspect EVENTS.jsonl", "/v1/sessions/ID", "HOLDLINE_TOKEN", "-idle"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("help lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	stdout.Reset()
+	if err := run(context.Background(), []string{"help"}, strings.NewReader(""), &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout.String(), "inspect") {
+		t.Errorf("the usage does not list inspect:\n%s", stdout.String())
+	}
+}
