@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +16,7 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/sim"
@@ -254,4 +258,129 @@ func TestInspectHelp(t *testing.T) {
 	if !strings.Contains(stdout.String(), "inspect") {
 		t.Errorf("the usage does not list inspect:\n%s", stdout.String())
 	}
+}
+
+// fakeEventStream serves a session's event stream as holdline serve does
+// (server/sse.go), wanting token: the events of lines, then, if hold,
+// keep-alives only until the client goes.
+func fakeEventStream(t *testing.T, token string, lines []string, hold bool) *httptest.Server {
+	t.Helper()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/sessions/s_live/events" {
+			http.Error(w, "no such session", http.StatusNotFound)
+			return
+		}
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			http.Error(w, "a bearer token is required", http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, l := range lines {
+			var e struct {
+				Seq  int
+				Kind string
+			}
+			if err := json.Unmarshal([]byte(l), &e); err != nil {
+				t.Error(err)
+			}
+			fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Kind, l)
+		}
+		w.(http.Flusher).Flush()
+		for hold {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+				fmt.Fprint(w, ": keep-alive\n\n")
+				w.(http.Flusher).Flush()
+			}
+		}
+	}))
+	t.Cleanup(hs.Close)
+	return hs
+}
+
+func fixtureLines(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile("testdata/inspect/fixture.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(string(data)), "\n")
+}
+
+// A live session's events are read from the server's stream with the
+// token from HOLDLINE_TOKEN, until the session ends, or, when it goes
+// quiet, for no longer than --idle; keep-alives do not count as events.
+func TestInspectReadsALiveSession(t *testing.T) {
+	lines := fixtureLines(t)
+	inspect := func(t *testing.T, args ...string) (string, error) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), append([]string{"inspect"}, args...), strings.NewReader(""), &stdout, &stderr)
+		return stdout.String() + stderr.String(), err
+	}
+	t.Run("until the session ends", func(t *testing.T) {
+		t.Setenv("HOLDLINE_TOKEN", "s3cret")
+		hs := fakeEventStream(t, "s3cret", lines, true)
+		out := filepath.Join(t.TempDir(), "live.html")
+		if said, err := inspect(t, hs.URL+"/v1/sessions/s_live", "-o", out); err != nil {
+			t.Fatalf("inspect: %v\n%s", err, said)
+		}
+		page, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(eventsInPage(t, string(page))); n != len(lines) {
+			t.Errorf("the page has %d events; the session had %d", n, len(lines))
+		}
+	})
+	t.Run("until it goes idle", func(t *testing.T) {
+		t.Setenv("HOLDLINE_TOKEN", "s3cret")
+		hs := fakeEventStream(t, "s3cret", lines[:5], true)
+		out := filepath.Join(t.TempDir(), "idle.html")
+		start := time.Now()
+		said, err := inspect(t, hs.URL+"/v1/sessions/s_live/events", "-o", out, "--idle", "300ms")
+		if err != nil {
+			t.Fatalf("inspect: %v\n%s", err, said)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("inspect took %v to give up on a quiet stream with --idle 300ms", d)
+		}
+		if !strings.Contains(said, "no event for 300ms") {
+			t.Errorf("inspect said %q; want why it stopped", said)
+		}
+		page, _ := os.ReadFile(out)
+		if n := len(eventsInPage(t, string(page))); n != 5 {
+			t.Errorf("the page has %d events; want the 5 that came", n)
+		}
+	})
+	t.Run("the stream closes", func(t *testing.T) {
+		t.Setenv("HOLDLINE_TOKEN", "s3cret")
+		hs := fakeEventStream(t, "s3cret", lines[:3], false)
+		dir := t.TempDir()
+		t.Chdir(dir)
+		if said, err := inspect(t, hs.URL+"/v1/sessions/s_live"); err != nil {
+			t.Fatalf("inspect: %v\n%s", err, said)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "session-s_live.html")); err != nil {
+			t.Errorf("no page named after the session: %v", err)
+		}
+	})
+	t.Run("without the token", func(t *testing.T) {
+		t.Setenv("HOLDLINE_TOKEN", "")
+		hs := fakeEventStream(t, "s3cret", lines, false)
+		_, err := inspect(t, hs.URL+"/v1/sessions/s_live", "-o", filepath.Join(t.TempDir(), "x.html"))
+		if err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "HOLDLINE_TOKEN") {
+			t.Errorf("err = %v; want a 401 that names HOLDLINE_TOKEN", err)
+		}
+	})
+	t.Run("an unknown session", func(t *testing.T) {
+		t.Setenv("HOLDLINE_TOKEN", "s3cret")
+		hs := fakeEventStream(t, "s3cret", lines, false)
+		_, err := inspect(t, hs.URL+"/v1/sessions/nope", "-o", filepath.Join(t.TempDir(), "x.html"))
+		if err == nil || !strings.Contains(err.Error(), "404") {
+			t.Errorf("err = %v; want the 404", err)
+		}
+	})
 }
