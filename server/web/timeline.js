@@ -130,7 +130,7 @@
       zoomOut.title = 'Zoom out'; zoomIn.title = 'Zoom in'; fit.title = 'Fit the call to the width';
       zoomOut.addEventListener('click', () => this.zoom(1 / 1.6));
       zoomIn.addEventListener('click', () => this.zoom(1.6));
-      fit.addEventListener('click', () => { this.fitted = false; this.draw(); this.scroller.scrollLeft = 0; });
+      fit.addEventListener('click', () => { this.fitted = false; this.draw(); });
       this.scaleLabel = el('span', 'hl-scale');
       bar.append(this.summary, el('span', 'hl-grow'), zoomOut, this.scaleLabel, zoomIn, fit);
 
@@ -197,6 +197,8 @@
       const t0 = evs.length ? Math.min(...evs.map(at)) : 0;
       const t1 = evs.length ? Math.max(...evs.map(endOf)) : 0;
       const span = Math.max(t1 - t0, NS_PER_S);
+      // Until the reader zooms, the whole call fits the width (a live one
+      // keeps fitting as it grows), down to a scale still readable.
       if (!this.fitted || !this.scale) {
         // Room for a scrollbar and the last mark's label.
         const width = Math.max((this.scroller.clientWidth || 1000) - this.gutter() - 2 * PAD - 120, 200);
@@ -206,7 +208,7 @@
       const width = x(t0 + span) + PAD;
       this.scaleLabel.textContent = this.scale >= 100 ? `${Math.round(this.scale)} px/s` : `${this.scale.toFixed(1)} px/s`;
 
-      const lanes = layout(evs, x);
+      const lanes = layout(evs, x, t1);
       const canvas = el('div', 'hl-canvas');
       canvas.style.width = `${width + this.gutter()}px`;
       canvas.append(this.axis(t0, span, x, width));
@@ -216,9 +218,11 @@
         canvas.append(this.lane(lane, items, width));
       }
       const left = this.scroller.scrollLeft;
-      const follow = this.live && left + this.scroller.clientWidth >= this.scroller.scrollWidth - 24;
+      // A zoomed live view that shows the latest events keeps showing
+      // them; a fitted one has nothing to scroll but labels.
+      const follow = this.live && this.fitted && left + this.scroller.clientWidth >= this.scroller.scrollWidth - 24;
       this.scroller.replaceChildren(canvas);
-      this.scroller.scrollLeft = follow ? this.scroller.scrollWidth : left;
+      this.scroller.scrollLeft = follow ? this.scroller.scrollWidth : this.fitted ? left : 0;
       this.summarise(evs, t0, t1);
       this.drawBreakdown(evs);
     }
@@ -254,7 +258,7 @@
 
     item(it) {
       const e = it.event;
-      const n = el('div', `hl-item hl-${it.shape} tone-${it.tone || 'plain'}`);
+      const n = el('div', `hl-item hl-${it.shape} tone-${it.tone || 'plain'}${it.open ? ' hl-open' : ''}`);
       n.tabIndex = 0;
       n.dataset.kind = e.kind;
       n.dataset.seq = String(e.seq);
@@ -338,7 +342,7 @@
   // layout turns events into items per lane: marks for instants, spans
   // for what lasts (speech, playout, a suspicion, a lost line, a tool
   // call, a turn's stages). Each event is in exactly one item.
-  function layout(evs, x) {
+  function layout(evs, x, tEnd) {
     const lanes = new Map(LANES.map((l) => [l.id, []]));
     const push = (lane, it) => lanes.get(lane).push(it);
     const open = {}; // what a later event closes: speech, playout by epoch, suspicion, line
@@ -398,6 +402,12 @@
       }
       // A mark's label is its room: packing keeps labels apart.
       push(lane, it);
+    }
+    // What has not closed yet (a live call, or a file cut short) lasts
+    // to the last instant known.
+    for (const it of Object.values(open)) {
+      it.w = x(tEnd) - it.x;
+      it.open = true;
     }
     for (const [id, list] of calls) push('tools', toolItem(id, list, x));
     for (const [id, list] of lanes) {
