@@ -12,6 +12,9 @@ import (
 	"time"
 )
 
+// inspectPageNames are the pages the browser test opens, in order.
+var inspectPageNames = []string{"bargein", "support", "fixture", "long"}
+
 // inspectPageResult is what test/browser/inspect.mjs prints.
 type inspectPageResult struct {
 	OK    bool   `json:"ok"`
@@ -33,6 +36,9 @@ type inspectPageResult struct {
 			Items int  `json:"items"`
 		} `json:"zoomed"`
 		Screenshot string `json:"screenshot"`
+		Width      int    `json:"canvasWidth"`
+		Viewport   int    `json:"viewportWidth"`
+		RenderMs   int    `json:"renderMs"`
 	} `json:"pages"`
 }
 
@@ -47,7 +53,7 @@ func TestBrowserInspectPageShowsEveryEvent(t *testing.T) {
 	out := t.ArtifactDir()
 	inputs := inspectInputs(t)
 	var pages []string
-	for _, name := range []string{"bargein", "support", "fixture"} {
+	for _, name := range inspectPageNames {
 		page := filepath.Join(out, name+".html")
 		inspectFile(t, inputs[name], page)
 		pages = append(pages, page)
@@ -68,7 +74,7 @@ func TestBrowserInspectPageShowsEveryEvent(t *testing.T) {
 	if len(res.Pages) != len(pages) {
 		t.Fatalf("the browser opened %d pages of %d", len(res.Pages), len(pages))
 	}
-	for i, name := range []string{"bargein", "support", "fixture"} {
+	for i, name := range inspectPageNames {
 		p := res.Pages[i]
 		t.Run(name, func(t *testing.T) {
 			if len(p.Errors) > 0 {
@@ -104,6 +110,12 @@ func TestBrowserInspectPageShowsEveryEvent(t *testing.T) {
 	}
 	if f.Turns != 2 || f.Stages < 10 || !strings.Contains(f.Summary, "voice-to-voice 1200 ms") || !strings.Contains(f.Summary, "Holdline overhead 6.0 ms") {
 		t.Errorf("the breakdown: %d turns, %d stage bars:\n%s", f.Turns, f.Stages, f.Summary)
+	}
+	// A long call is laid out at a readable scale, wider than the
+	// window, and scrolled sideways; every one of its events is there
+	// (checked above).
+	if l := res.Pages[3]; l.Width <= 2*l.Viewport || l.Turns != 100 || l.RenderMs > 15000 {
+		t.Errorf("the long call: canvas %d px in a window of %d, %d turn cards, drawn in %d ms", l.Width, l.Viewport, l.Turns, l.RenderMs)
 	}
 	if res.Pages[0].Turns != 0 || !strings.Contains(res.Pages[0].Summary, "No turn_metrics") {
 		t.Errorf("a call without turn_metrics: %d turn cards:\n%s", res.Pages[0].Turns, res.Pages[0].Summary)

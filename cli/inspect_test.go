@@ -106,7 +106,45 @@ func inspectInputs(t *testing.T) map[string]string {
 		"support": supportCallEvents(t),
 		"bargein": bargeInCallEvents(t),
 		"fixture": "testdata/inspect/fixture.jsonl",
+		"long":    longCallEvents(t),
 	}
+}
+
+// longCallEvents is a long call: the fixture's ten seconds fifty times
+// over, one after the other (1,700 events, ten minutes), numbered anew.
+func longCallEvents(t *testing.T) string {
+	t.Helper()
+	var b bytes.Buffer
+	seq := 0
+	for i := range 50 {
+		for _, line := range fixtureLines(t) {
+			var e map[string]any
+			if err := json.Unmarshal([]byte(line), &e); err != nil {
+				t.Fatal(err)
+			}
+			seq++
+			e["seq"] = seq
+			e["at_ns"] = e["at_ns"].(float64) + float64(i)*12e9
+			if turn, ok := e["turn"].(map[string]any); ok {
+				for k, v := range turn {
+					if f, ok := v.(float64); ok && strings.HasSuffix(k, "_ns") && k != "overhead_ns" {
+						turn[k] = f + float64(i)*12e9
+					}
+				}
+			}
+			line, err := json.Marshal(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Write(line)
+			b.WriteByte('\n')
+		}
+	}
+	path := filepath.Join(t.TempDir(), "long.jsonl")
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // inspectFile runs holdline inspect on path and returns the page.

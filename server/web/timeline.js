@@ -17,6 +17,7 @@
   const NS_PER_S = 1e9;
   const PAD = 16; // px before the call's first instant and after its last
   const ROW = 22; // px per packed row of a lane
+  const MAX_ROWS = 6; // rows a lane may grow to before labels give way
   const CHAR_PX = 6.6; // a label's width per character, for packing
   const MIN_SCALE = 2; // px per second
   const MAX_SCALE = 4000;
@@ -110,13 +111,17 @@
     constructor(root, events) {
       this.root = root;
       this.events = [];
-      this.seen = new Set();
+      this.seen = new Set(); // session#seq of the events added live
+      this.ids = new WeakMap(); // event → its element's data-id
+      this.byId = new Map();
       this.scale = 0; // px per second; 0 until the first layout fits the call
       this.fitted = false;
       this.pending = 0;
       root.classList.add('hl-timeline');
       this.build();
-      for (const e of events || []) this.insert(e);
+      // A file's events are all kept, even repeats: the page shows the
+      // file as it is.
+      for (const e of events || []) this.insert(e, false);
       this.draw();
     }
 
@@ -164,16 +169,23 @@
     // add takes one more event and redraws on the next frame, so a burst
     // of events costs one layout.
     add(e) {
-      if (!this.insert(e)) return;
+      if (!this.insert(e, true)) return;
       if (this.pending) return;
       this.pending = requestAnimationFrame(() => { this.pending = 0; this.draw(); });
     }
 
-    insert(e) {
+    // insert places e in time order; dedupe drops an event already added
+    // (a stream read again after a reconnection).
+    insert(e, dedupe) {
       if (!e || typeof e !== 'object') return false;
-      const key = typeof e.seq === 'number' ? e.seq : `x${this.events.length}`;
-      if (this.seen.has(key)) return false;
-      this.seen.add(key);
+      if (dedupe && typeof e.seq === 'number') {
+        const key = `${e.session || ''}#${e.seq}`;
+        if (this.seen.has(key)) return false;
+        this.seen.add(key);
+      }
+      const id = String(this.byId.size + 1);
+      this.ids.set(e, id);
+      this.byId.set(id, e);
       let i = this.events.length;
       while (i > 0 && order(this.events[i - 1], e) > 0) i--;
       this.events.splice(i, 0, e);
@@ -257,11 +269,10 @@
     }
 
     item(it) {
+      if (it.synthetic) return syntheticItem(it);
       const e = it.event;
       const n = el('div', `hl-item hl-${it.shape} tone-${it.tone || 'plain'}${it.open ? ' hl-open' : ''}`);
-      n.tabIndex = 0;
-      n.dataset.kind = e.kind;
-      n.dataset.seq = String(e.seq);
+      this.mark(n, e);
       n.style.left = `${it.x}px`;
       n.style.top = `${it.row * ROW + 3}px`;
       if (it.shape === 'span') {
@@ -275,8 +286,26 @@
         }
       }
       if (it.label) n.append(el('span', 'hl-label', it.label));
-      n.setAttribute('aria-label', `${e.kind} at ${clock(at(e))}${it.label ? `: ${it.label}` : ''}`);
+      const said = it.label || it.unlabelled;
+      n.setAttribute('aria-label', `${e.kind} at ${clock(at(e))}${said ? `: ${said}` : ''}`);
+      // A tool call's later events are marks on its span.
+      for (const s of it.steps || []) {
+        const m = el('span', `hl-step tone-${toneOf(s.event)}`);
+        this.mark(m, s.event);
+        m.style.left = `${s.x}px`;
+        m.setAttribute('aria-label', `${s.event.kind} at ${clock(at(s.event))}`);
+        n.append(m);
+      }
       return n;
+    }
+
+    // mark makes n the element of event e: focusable, found by kind and
+    // sequence number, and by id for its tip.
+    mark(n, e) {
+      n.tabIndex = 0;
+      n.dataset.kind = e.kind;
+      n.dataset.seq = String(e.seq);
+      n.dataset.id = this.ids.get(e);
     }
 
     summarise(evs, t0, t1) {
@@ -301,8 +330,7 @@
     }
 
     showTip(item) {
-      const seq = item.dataset.seq;
-      const e = this.events.find((x) => String(x.seq) === seq);
+      const e = this.byId.get(item.dataset.id);
       if (!e) return;
       this.tip.replaceChildren(fieldsOf(e));
       this.tip.hidden = false;
@@ -497,18 +525,35 @@
   }
 
   // pack gives each item of a lane the first row where its box (bar and
-  // label) does not overlap the one before it; returns the rows used.
+  // label) does not overlap the one before it, and returns the rows used.
+  // A lane grows to MAX_ROWS labelled rows at most: past that, where a
+  // call is too dense for its labels at this zoom, an item goes without
+  // its label (the tip and the aria-label still give it) on one more row.
   function pack(items) {
     items.sort((a, b) => a.x - b.x);
     const ends = [];
+    let dense = false;
     for (const it of items) {
-      const w = Math.max(it.w, 0) + (it.label ? it.label.length * CHAR_PX + 14 : 10);
+      const bare = Math.max(it.w, 0) + 10;
+      const w = it.label ? bare + it.label.length * CHAR_PX + 4 : bare;
       let r = ends.findIndex((end) => end <= it.x);
-      if (r < 0) { r = ends.length; ends.push(0); }
+      if (r < 0 && ends.length < MAX_ROWS) {
+        r = ends.length;
+        ends.push(0);
+      }
+      if (r < 0) {
+        // The row below the labelled ones holds the rest, bare: marks may
+        // touch there, but never cover a label.
+        it.unlabelled = it.label;
+        it.label = '';
+        it.row = MAX_ROWS;
+        dense = true;
+        continue;
+      }
       ends[r] = it.x + w;
       it.row = r;
     }
-    return ends.length;
+    return dense ? MAX_ROWS + 1 : ends.length;
   }
 
   // turnCard is one turn's breakdown: a bar per stage, to one scale.
@@ -566,23 +611,6 @@
     if (typeof v === 'number' && /_ns$/.test(k)) return `${ms(v)} (${v} ns)`;
     return String(v);
   }
-
-  // layout's tool spans carry their later events as steps; the item
-  // renderer needs them as focusable marks too.
-  const baseItem = Timeline.prototype.item;
-  Timeline.prototype.item = function item(it) {
-    const n = it.synthetic ? syntheticItem(it) : baseItem.call(this, it);
-    for (const s of it.steps || []) {
-      const m = el('span', `hl-step tone-${toneOf(s.event)}`);
-      m.tabIndex = 0;
-      m.dataset.kind = s.event.kind;
-      m.dataset.seq = String(s.event.seq);
-      m.style.left = `${s.x}px`;
-      m.setAttribute('aria-label', `${s.event.kind} at ${clock(at(s.event))}`);
-      n.append(m);
-    }
-    return n;
-  };
 
   function syntheticItem(it) {
     const n = el('div', `hl-item hl-span tone-${it.tone}`);

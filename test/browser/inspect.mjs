@@ -34,7 +34,8 @@ try {
       return route.abort();
     });
     await page.goto(url);
-    await page.waitForSelector('.hl-timeline [data-seq]');
+    await page.waitForSelector('.hl-timeline [data-seq]', { state: 'attached' });
+    out.renderMs = Math.round(await page.evaluate(() => performance.now()));
     Object.assign(out, await page.evaluate(() => {
       const items = [...document.querySelectorAll('.hl-timeline [data-seq]')];
       const lanes = {};
@@ -49,6 +50,8 @@ try {
         fileSeqs: file.map((e) => e.seq).sort((a, b) => a - b),
         lanes,
         turnCards: document.querySelectorAll('.hl-turn').length,
+        canvasWidth: document.querySelector('.hl-canvas').scrollWidth,
+        viewportWidth: document.querySelector('.hl-scroll').clientWidth,
         stageBars: document.querySelectorAll('.hl-turn .hl-stage').length,
         breakdownText: document.querySelector('.hl-breakdown').innerText,
       };
