@@ -92,6 +92,9 @@ func TestBrowserSessionViewDrawsALiveCallAndInspectReadsIt(t *testing.T) {
 		Seqs                []int
 		Input, Deleted      int
 		Status, EndStatus   string
+		LinkBefore          bool
+		LinkAfter           bool
+		LinkHref            string
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
 		t.Fatalf("session.mjs: %v; output %q", runErr, stdout.String())
@@ -115,6 +118,10 @@ func TestBrowserSessionViewDrawsALiveCallAndInspectReadsIt(t *testing.T) {
 	}
 	if !slices.Contains(res.Lanes, "tools") || !slices.Contains(res.Lanes, "agent") {
 		t.Errorf("lanes %v", res.Lanes)
+	}
+
+	if res.LinkBefore || !res.LinkAfter || res.LinkHref != "/sessions/"+id {
+		t.Errorf("the web client's link to the lanes view: shown before a session %v, after %v, to %q", res.LinkBefore, res.LinkAfter, res.LinkHref)
 	}
 
 	select {

@@ -55,7 +55,11 @@ func TestSessionViewServesTheTimeline(t *testing.T) {
 		t.Errorf("GET /session.js: %d; it must draw the timeline from the event stream", resp.StatusCode)
 	}
 	// The client's own page is still the client.
-	if _, index := get(t, hs.URL+"/"); !strings.Contains(index, `src="app.js"`) {
+	_, index := get(t, hs.URL+"/")
+	if !strings.Contains(index, `src="app.js"`) {
 		t.Error("GET / no longer serves the web client")
+	}
+	if !strings.Contains(index, `id="open-timeline"`) {
+		t.Error("the web client has no link to the session's lanes view")
 	}
 }

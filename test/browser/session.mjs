@@ -44,6 +44,16 @@ try {
   result.lanes = await page.evaluate(() => [...document.querySelectorAll('#timeline [data-lane]')].map((n) => n.dataset.lane));
   result.endStatus = await page.textContent('#status');
   await page.screenshot({ path: `${outDir}/session-view.png`, fullPage: true });
+
+  // The web client links a session to its lanes view.
+  const client = await browser.newPage();
+  client.on('pageerror', (e) => result.errors.push(e.message));
+  await client.goto(`${url}/`);
+  await client.waitForFunction(() => window.holdline && window.holdline.state === 'idle');
+  result.linkBefore = await client.isVisible('#open-timeline');
+  await client.evaluate((id) => window.holdline._ingest({ type: 'session', id }), id);
+  result.linkAfter = await client.isVisible('#open-timeline');
+  result.linkHref = await client.getAttribute('#open-timeline', 'href');
   result.ok = true;
 } catch (e) {
   result.error = String(e && e.stack || e);
