@@ -203,8 +203,9 @@ func eventsURL(raw string) (string, error) {
 }
 
 // readSessionEvents reads a live session's events from its event stream
-// until the session ends (session_ended, or the server closes the
-// stream), no event comes for idle, or maxWait passes.
+// until the session ends (session_ended, or the server has nothing more
+// for it), no event comes for idle, or maxWait passes. A stream that breaks
+// is asked again from the last event seen (Last-Event-ID), a few times.
 func readSessionEvents(ctx context.Context, raw, token string, idle, maxWait time.Duration, logw io.Writer) ([]json.RawMessage, error) {
 	target, err := eventsURL(raw)
 	if err != nil {
@@ -212,60 +213,139 @@ func readSessionEvents(ctx context.Context, raw, token string, idle, maxWait tim
 	}
 	ctx, cancel := context.WithTimeout(ctx, maxWait)
 	defer cancel()
-	body, err := openStream(ctx, target, token)
+	s := &sessionStream{target: target, token: token, idle: time.NewTimer(idle), idleFor: idle}
+	defer s.idle.Stop()
+	for tries := 0; ; tries++ {
+		n, err := s.follow(ctx)
+		var refused *refusedError
+		switch {
+		case s.ended:
+			return s.evs, nil
+		case errors.Is(err, errIdle):
+			fmt.Fprintf(logw, "inspect: no event for %v: writing what came\n", idle)
+			return s.result()
+		case errors.Is(err, context.DeadlineExceeded):
+			fmt.Fprintf(logw, "inspect: stopped after %v: writing what came\n", maxWait)
+			return s.result()
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("inspect: %w", ctx.Err())
+		case errors.As(err, &refused) && len(s.evs) == 0:
+			return nil, err
+		case refused != nil:
+			// Asked again, the server no longer knows the session: it is over.
+			return s.evs, nil
+		case err == nil && n == 0 && tries > 0:
+			// Asked again, the stream closed with nothing new: the server
+			// closes it when the session is over.
+			return s.result()
+		case tries >= inspectReconnects:
+			fmt.Fprintf(logw, "inspect: the stream broke %d times (%v): writing what came\n", tries+1, err)
+			return s.result()
+		}
+		if err != nil {
+			fmt.Fprintf(logw, "inspect: the stream broke (%v): asking again after event %s\n", err, s.lastID)
+		}
+		select {
+		case <-time.After(inspectReconnectDelay):
+		case <-s.idle.C:
+			fmt.Fprintf(logw, "inspect: no event for %v: writing what came\n", idle)
+			return s.result()
+		case <-ctx.Done():
+			continue // the next follow says why
+		}
+	}
+}
+
+// Reconnecting to a live session's stream.
+const (
+	inspectReconnects     = 3
+	inspectReconnectDelay = time.Second
+)
+
+var errIdle = errors.New("no event for the idle time")
+
+// sessionStream is one session's events, read across reconnections.
+type sessionStream struct {
+	target, token string
+	idle          *time.Timer // reset by every event, across connections
+	idleFor       time.Duration
+	evs           []json.RawMessage
+	lastID        string
+	ended         bool
+}
+
+func (s *sessionStream) result() ([]json.RawMessage, error) {
+	if len(s.evs) == 0 {
+		return nil, fmt.Errorf("inspect: %s: the stream ended with no events", s.target)
+	}
+	return s.evs, nil
+}
+
+// follow reads one connection's events until it ends, the session ends,
+// or the idle timer fires; n is how many events it brought. A clean end
+// of the stream is a nil error.
+func (s *sessionStream) follow(ctx context.Context) (n int, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // also stops scanSSE
+	body, err := openStream(ctx, s.target, s.token, s.lastID)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	defer body.Close()
-
 	lines := make(chan sseEvent)
 	done := make(chan error, 1)
 	go func() { done <- scanSSE(ctx, body, lines) }()
-
-	var evs []json.RawMessage
-	timer := time.NewTimer(idle)
-	defer timer.Stop()
 	for {
 		select {
 		case e := <-lines:
 			ev, err := parseEvent([]byte(e.data))
 			if err != nil {
-				return nil, fmt.Errorf("inspect: %s: event %s: %w", target, e.id, err)
+				return n, fmt.Errorf("inspect: %s: event %s: %w", s.target, e.id, err)
 			}
-			evs = append(evs, ev)
+			s.evs = append(s.evs, ev)
+			n++
+			if e.id != "" {
+				s.lastID = e.id
+			}
 			if e.kind == string(events.SessionEnded) {
-				return evs, nil
+				s.ended = true
+				return n, nil
 			}
-			timer.Reset(idle)
+			resetTimer(s.idle, s.idleFor)
 		case err := <-done:
-			// The server closes the stream when the session ends.
-			if err != nil && len(evs) == 0 {
-				return nil, fmt.Errorf("inspect: %s: %w", target, err)
-			}
-			return nonEmpty(evs, target)
-		case <-timer.C:
-			fmt.Fprintf(logw, "inspect: no event for %v: writing what came\n", idle)
-			return nonEmpty(evs, target)
+			return n, err
+		case <-s.idle.C:
+			return n, errIdle
 		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				fmt.Fprintf(logw, "inspect: stopped after %v: writing what came\n", maxWait)
-				return nonEmpty(evs, target)
-			}
-			return nil, fmt.Errorf("inspect: %w", ctx.Err())
+			return n, ctx.Err()
 		}
 	}
 }
 
-func nonEmpty(evs []json.RawMessage, target string) ([]json.RawMessage, error) {
-	if len(evs) == 0 {
-		return nil, fmt.Errorf("inspect: %s: the stream ended with no events", target)
-	}
-	return evs, nil
+// resetTimer restarts t for d (since Go 1.23 a stopped timer's channel
+// holds no stale tick).
+func resetTimer(t *time.Timer, d time.Duration) {
+	t.Stop()
+	t.Reset(d)
 }
 
-// openStream makes the request and waits, at most
-// inspectConnectTimeout, for the server's answer.
-func openStream(ctx context.Context, target, token string) (io.ReadCloser, error) {
+// refusedError is the server's answer when it would not stream.
+type refusedError struct {
+	target, status, msg string
+	code                int
+}
+
+func (e *refusedError) Error() string {
+	hint := ""
+	if e.code == http.StatusUnauthorized {
+		hint = " (set HOLDLINE_TOKEN to the server's token)"
+	}
+	return fmt.Sprintf("inspect: %s: %s: %s%s", e.target, e.status, e.msg, hint)
+}
+
+// openStream makes the request, from after the event lastID when set,
+// and waits, at most inspectConnectTimeout, for the server's answer.
+func openStream(ctx context.Context, target, token, lastID string) (io.ReadCloser, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return nil, fmt.Errorf("inspect: %w", err)
@@ -273,6 +353,9 @@ func openStream(ctx context.Context, target, token string) (io.ReadCloser, error
 	req.Header.Set("Accept", "text/event-stream")
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
 	}
 	// Only the answer's headers are bounded here: the body is a stream
 	// that lasts as long as the call, bounded by the idle timer instead.
@@ -288,11 +371,7 @@ func openStream(ctx context.Context, target, token string) (io.ReadCloser, error
 	if res.StatusCode != http.StatusOK {
 		defer res.Body.Close()
 		msg, _ := io.ReadAll(io.LimitReader(res.Body, 4<<10))
-		hint := ""
-		if res.StatusCode == http.StatusUnauthorized {
-			hint = " (set HOLDLINE_TOKEN to the server's token)"
-		}
-		return nil, fmt.Errorf("inspect: %s: %s: %s%s", target, res.Status, strings.TrimSpace(string(msg)), hint)
+		return nil, &refusedError{target: target, status: res.Status, msg: strings.TrimSpace(string(msg)), code: res.StatusCode}
 	}
 	return res.Body, nil
 }

@@ -13,7 +13,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -299,11 +301,19 @@ func TestInspectHelp(t *testing.T) {
 }
 
 // fakeEventStream serves a session's event stream as holdline serve does
-// (server/sse.go), wanting token: the events of lines, then, if hold,
-// keep-alives only until the client goes.
+// (server/sse.go), wanting token: the events of lines after Last-Event-ID,
+// then, if hold, keep-alives only until the client goes.
 func fakeEventStream(t *testing.T, token string, lines []string, hold bool) *httptest.Server {
+	return fakeEventStreamBreaking(t, token, lines, hold, 0)
+}
+
+// fakeEventStreamBreaking is fakeEventStream whose first connection breaks
+// after breakAfter events (0: never).
+func fakeEventStreamBreaking(t *testing.T, token string, lines []string, hold bool, breakAfter int) *httptest.Server {
 	t.Helper()
+	var conns atomic.Int32
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn := conns.Add(1)
 		if r.URL.Path != "/v1/sessions/s_live/events" {
 			http.Error(w, "no such session", http.StatusNotFound)
 			return
@@ -312,7 +322,9 @@ func fakeEventStream(t *testing.T, token string, lines []string, hold bool) *htt
 			http.Error(w, "a bearer token is required", http.StatusUnauthorized)
 			return
 		}
+		after, _ := strconv.Atoi(r.Header.Get("Last-Event-ID"))
 		w.Header().Set("Content-Type", "text/event-stream")
+		sent := 0
 		for _, l := range lines {
 			var e struct {
 				Seq  int
@@ -321,7 +333,15 @@ func fakeEventStream(t *testing.T, token string, lines []string, hold bool) *htt
 			if err := json.Unmarshal([]byte(l), &e); err != nil {
 				t.Error(err)
 			}
+			if e.Seq <= after {
+				continue
+			}
+			if conn == 1 && breakAfter > 0 && sent == breakAfter {
+				w.(http.Flusher).Flush()
+				panic(http.ErrAbortHandler) // the connection drops mid-stream
+			}
 			fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Kind, l)
+			sent++
 		}
 		w.(http.Flusher).Flush()
 		for hold {
@@ -403,6 +423,25 @@ func TestInspectReadsALiveSession(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(dir, "session-s_live.html")); err != nil {
 			t.Errorf("no page named after the session: %v", err)
+		}
+	})
+	t.Run("a broken stream is asked again", func(t *testing.T) {
+		t.Setenv("HOLDLINE_TOKEN", "s3cret")
+		hs := fakeEventStreamBreaking(t, "s3cret", lines, true, 7)
+		out := filepath.Join(t.TempDir(), "broken.html")
+		said, err := inspect(t, hs.URL+"/v1/sessions/s_live", "-o", out)
+		if err != nil {
+			t.Fatalf("inspect: %v\n%s", err, said)
+		}
+		if !strings.Contains(said, "asking again after event 7") {
+			t.Errorf("inspect said %q; want the reconnection", said)
+		}
+		var seqs []uint64
+		for _, e := range eventsInPage(t, readFile(t, out)) {
+			seqs = append(seqs, e.Seq)
+		}
+		if len(seqs) != len(lines) || !slices.IsSorted(seqs) || seqs[0] != 1 || int(seqs[len(seqs)-1]) != len(lines) {
+			t.Errorf("events %v; want 1 to %d, once each", seqs, len(lines))
 		}
 	})
 	t.Run("without the token", func(t *testing.T) {
