@@ -21,6 +21,7 @@
   const CHAR_PX = 6.6; // a label's width per character, for packing
   const MIN_SCALE = 2; // px per second
   const MAX_SCALE = 4000;
+  const FIT_MIN_SCALE = 8; // a fitted long call scrolls rather than crowd below this
 
   // Lanes in page order. Each kind belongs to one lane; what is not listed
   // falls into "other".
@@ -206,15 +207,17 @@
 
     draw() {
       const evs = this.events;
-      const t0 = evs.length ? Math.min(...evs.map(at)) : 0;
-      const t1 = evs.length ? Math.max(...evs.map(endOf)) : 0;
+      // Folded rather than spread: a long call's events would overflow
+      // the argument list.
+      const t0 = evs.length ? evs.reduce((m, e) => Math.min(m, at(e)), Infinity) : 0;
+      const t1 = evs.length ? evs.reduce((m, e) => Math.max(m, endOf(e)), -Infinity) : 0;
       const span = Math.max(t1 - t0, NS_PER_S);
       // Until the reader zooms, the whole call fits the width (a live one
       // keeps fitting as it grows), down to a scale still readable.
       if (!this.fitted || !this.scale) {
         // Room for a scrollbar and the last mark's label.
         const width = Math.max((this.scroller.clientWidth || 1000) - this.gutter() - 2 * PAD - 120, 200);
-        this.scale = Math.min(MAX_SCALE, Math.max(8, width / (span / NS_PER_S)));
+        this.scale = Math.min(MAX_SCALE, Math.max(FIT_MIN_SCALE, width / (span / NS_PER_S)));
       }
       const x = (ns) => PAD + ((ns - t0) / NS_PER_S) * this.scale;
       const width = x(t0 + span) + PAD;
@@ -325,7 +328,7 @@
         this.breakdown.append(el('p', 'hl-none', 'No turn_metrics events in this call: the per-turn breakdown needs a Holdline that emits them.'));
         return;
       }
-      const longest = Math.max(...turns.map((e) => totalOf(e.turn)), 1);
+      const longest = turns.reduce((m, e) => Math.max(m, totalOf(e.turn)), 1);
       for (const e of turns) this.breakdown.append(turnCard(e, longest));
     }
 
