@@ -406,7 +406,14 @@
             start.tone = e.kind === 'playout_truncated' ? 'cut' : 'agent';
             delete open[`play${e.epoch}`];
             it.label = e.kind === 'playout_truncated' ? `✂ cut at ${ms(e.played_ns || 0)}` : '';
+          } else if (e.played_ns > 0) {
+            // No start in the file (the simulator reports none): what
+            // played is the Played before the end.
+            it.shape = 'span';
+            it.x = x(at(e) - e.played_ns);
+            it.w = x(at(e)) - it.x;
           }
+          if (!start) it.label = heard(e);
           break;
         }
         case 'turn_metrics': {
@@ -457,9 +464,13 @@
     delete open[key];
   }
 
+  // heard is what a playout's end says the caller heard.
   function heard(e) {
     const played = e.played_ns > 0 ? ` (${ms(e.played_ns)})` : '';
-    if (e.kind === 'playout_truncated') return `heard: “${clip(e.text, 60)}”${played}`;
+    if (e.kind === 'playout_truncated') {
+      return e.text ? `✂ cut; heard “${clip(e.text, 60)}”${played}` : `✂ cut before any word${played}`;
+    }
+    if (!e.text) return e.played_ns > 0 ? `played${played}` : 'done';
     return `“${clip(e.text, 70)}”${played}`;
   }
 
