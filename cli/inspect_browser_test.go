@@ -31,6 +31,8 @@ type inspectPageResult struct {
 		Stages   int                 `json:"stageBars"`
 		Summary  string              `json:"breakdownText"`
 		Tip      string              `json:"tip"`
+		FocusTip string              `json:"focusTip"`
+		FocusOf  string              `json:"focusKind"`
 		Zoomed   struct {
 			Wider bool `json:"wider"`
 			Items int  `json:"items"`
@@ -91,6 +93,9 @@ func TestBrowserInspectPageShowsEveryEvent(t *testing.T) {
 			}
 			if !strings.Contains(p.Tip, "kind") || !strings.Contains(p.Tip, "at_ns") {
 				t.Errorf("hovering an item showed %q; want the event's fields", p.Tip)
+			}
+			if !strings.Contains(p.FocusTip, p.FocusOf) {
+				t.Errorf("focusing a %s item showed %q; want its fields", p.FocusOf, p.FocusTip)
 			}
 			if !p.Zoomed.Wider || p.Zoomed.Items != len(p.Seqs) {
 				t.Errorf("zoomed in: wider %v, %d items of %d", p.Zoomed.Wider, p.Zoomed.Items, len(p.Seqs))

@@ -64,6 +64,15 @@ try {
       const tip = document.querySelector('.hl-tip');
       return tip && !tip.hidden ? tip.innerText : '';
     });
+    // Focus another item from the keyboard's side: its tip replaces the first.
+    await page.mouse.move(0, 0);
+    const other = await page.$$('.hl-timeline [data-seq]');
+    await other[1].focus();
+    out.focusTip = await page.evaluate(() => {
+      const tip = document.querySelector('.hl-tip');
+      return tip && !tip.hidden ? tip.innerText : '';
+    });
+    out.focusKind = await other[1].getAttribute('data-kind');
     // Zoom in: still every item, on a wider canvas.
     const before = await page.evaluate(() => document.querySelector('.hl-canvas').scrollWidth);
     await page.click('.hl-btn[title="Zoom in"]');
