@@ -92,6 +92,9 @@ HOLDLINE_TOKEN) until the session ends or the stream is idle for --idle.
 	if err != nil {
 		return err
 	}
+	if *out == src {
+		return fmt.Errorf("inspect: the page would overwrite its events file %s: give -o", src)
+	}
 	page, err := inspectPage(title, evs)
 	if err != nil {
 		return err

@@ -260,11 +260,16 @@ func TestInspectRefusesAMissingOrMalformedFile(t *testing.T) {
 		{"wrong type", write("type.jsonl", "\n"+`{"seq":"one","kind":"idle"}`+"\n"), []string{"type.jsonl:2:", "not an event"}},
 		{"not JSON lines", write("text.jsonl", "hello\n"), []string{"text.jsonl:1:"}},
 		{"empty", write("empty.jsonl", "\n\n"), []string{"empty.jsonl", "no events"}},
+		{"page over its file", write("call.html", good+"\n"), []string{"would overwrite", "call.html"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out := filepath.Join(dir, tc.name+".html")
+			args := []string{"inspect", tc.path, "-o", filepath.Join(dir, tc.name+".html")}
+			if strings.HasSuffix(tc.path, ".html") {
+				args = args[:2] // the default name is the file's own
+			}
+			before, _ := os.ReadFile(tc.path)
 			var stdout, stderr bytes.Buffer
-			err := run(context.Background(), []string{"inspect", tc.path, "-o", out}, strings.NewReader(""), &stdout, &stderr)
+			err := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
 			if err == nil {
 				t.Fatal("inspect accepted it")
 			}
@@ -273,8 +278,13 @@ func TestInspectRefusesAMissingOrMalformedFile(t *testing.T) {
 					t.Errorf("error %q lacks %q", err, w)
 				}
 			}
-			if _, serr := os.Stat(out); serr == nil {
-				t.Error("a page was written anyway")
+			if len(args) > 2 {
+				if _, serr := os.Stat(args[3]); serr == nil {
+					t.Error("a page was written anyway")
+				}
+			}
+			if after, _ := os.ReadFile(tc.path); !bytes.Equal(before, after) {
+				t.Error("the events file was changed")
 			}
 		})
 	}
