@@ -98,26 +98,40 @@ type pageOutcome struct {
 // under make test, which installs them).
 func needBrowser(t *testing.T) (node, script string) {
 	t.Helper()
-	missing := func(what string) {
-		if os.Getenv("HOLDLINE_REQUIRE_MODELS") == "1" {
-			t.Fatalf("%s is missing: make test-deps installs it", what)
-		}
-		t.Skipf("%s is missing (make test-deps installs it)", what)
-	}
-	for _, bin := range []string{"/usr/bin/chromium", "espeak-ng", "sox"} {
+	for _, bin := range []string{"espeak-ng", "sox"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			missing(bin)
+			missingForBrowser(t, bin)
 		}
+	}
+	node, dir := needChromium(t)
+	return node, filepath.Join(dir, "run.mjs")
+}
+
+// needChromium returns node and the directory of the browser scripts
+// when Chromium and playwright-core are there, or skips (fails under
+// make test, which installs them): for pages that need no caller's voice.
+func needChromium(t *testing.T) (node, dir string) {
+	t.Helper()
+	if _, err := exec.LookPath("/usr/bin/chromium"); err != nil {
+		missingForBrowser(t, "/usr/bin/chromium")
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		missing("node")
+		missingForBrowser(t, "node")
 	}
-	dir, _ := filepath.Abs("../test/browser")
+	dir, _ = filepath.Abs("../test/browser")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "playwright-core")); err != nil {
-		missing("playwright-core (npm ci in test/browser)")
+		missingForBrowser(t, "playwright-core (npm ci in test/browser)")
 	}
-	return node, filepath.Join(dir, "run.mjs")
+	return node, dir
+}
+
+func missingForBrowser(t *testing.T, what string) {
+	t.Helper()
+	if os.Getenv("HOLDLINE_REQUIRE_MODELS") == "1" {
+		t.Fatalf("%s is missing: make test-deps installs it", what)
+	}
+	t.Skipf("%s is missing (make test-deps installs it)", what)
 }
 
 // callerWAV speaks text with espeak-ng as a 48 kHz WAV for Chromium's fake

@@ -103,6 +103,8 @@ commands:
   call      place a phone call and run an agent on it (%[1]s call sip:alice@192.0.2.10 --agent %[2]s)
   talk      talk to an agent with this computer's microphone and speaker (%[1]s talk --agent %[2]s)
   simulate  run scenario files in virtual time (%[1]s simulate scenarios/ --sweep 200)
+  inspect   draw a call's timeline as one self-contained HTML page, from an events file or a live
+            session (%[1]s inspect events.jsonl; %[1]s inspect http://HOST/v1/sessions/ID)
   bargein-eval
             measure barge-in decisions, every mode side by side, on a generated echo corpus
             or on your own recordings (--corpus DIR; --export DIR writes the generated one)
@@ -135,6 +137,8 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		return c.talkCmd(ctx, args[1:])
 	case "simulate":
 		return c.simulateCmd(ctx, args[1:])
+	case "inspect":
+		return c.inspectCmd(ctx, args[1:])
 	case "bargein-eval":
 		return bargeinEvalCmd(ctx, args[1:], c.stdout, c.stderr)
 	case "fake-openai":

@@ -18,7 +18,8 @@
 // recogniser; --audio-out records the agent.
 //
 // serve answers WebRTC offers from browsers (POST /v1/sessions) and serves
-// the reference web client at /, events as SSE and Prometheus metrics; with
+// the reference web client at /, events as SSE (and as a live timeline at
+// /sessions/{id}) and Prometheus metrics; with
 // --sip it answers phone calls too, on the same host. Without
 // HOLDLINE_TOKEN it listens on 127.0.0.1 only. Sessions are checkpointed to
 // a store (a file by default, Redis with --store) so that a call outlives
@@ -31,7 +32,10 @@
 // the Go agent itself; it exits non-zero when any run breaks an expectation
 // or an invariant. bargein-eval measures barge-in decisions on an echo
 // corpus. fake-openai serves an OpenAI-compatible API answered by an
-// agent's own model.
+// agent's own model. inspect writes a call's timeline as one self-contained
+// HTML page, from the events file console --events wrote or from a live
+// session's event stream on serve (whose page /sessions/{id} draws the
+// same timeline live).
 //
 // bench latency measures voice-to-voice latency: it serves the agent in
 // process as serve --llm openai --stt openai --tts openai would, against

@@ -18,6 +18,7 @@
 //	GET    /v1/config                 what the web client needs to know, ice_servers among it
 //	GET    /metrics                   Prometheus (or on a listener of its own: WithSeparateMetrics)
 //	GET    /healthz                   liveness
+//	GET    /sessions/{id}             the session's live timeline (the page; its events come from the stream)
 //	GET    /                          the reference web client
 //
 // With WithToken, the session routes and /metrics want "Authorization:

@@ -240,6 +240,7 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		io.WriteString(w, "ok\n")
 	})
+	s.mux.Handle("GET /sessions/{id}", sessionView())
 	s.mux.Handle("GET /", webClient())
 	return s, nil
 }

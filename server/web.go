@@ -9,6 +9,10 @@ import (
 //go:embed web
 var webFiles embed.FS
 
+// webCSP keeps the web client's pages to their own files: no inline
+// script or style, nothing from elsewhere.
+const webCSP = "default-src 'self'; media-src 'self' blob: mediastream:; connect-src 'self'; img-src 'self' data:; style-src 'self'"
+
 // webClient serves the reference web client.
 func webClient() http.Handler {
 	sub, err := fs.Sub(webFiles, "web")
@@ -17,10 +21,44 @@ func webClient() http.Handler {
 	}
 	files := http.FileServerFS(sub)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		h.Set("Cache-Control", "no-cache")
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Content-Security-Policy", "default-src 'self'; media-src 'self' blob: mediastream:; connect-src 'self'; img-src 'self' data:; style-src 'self'")
+		webHeaders(w)
 		files.ServeHTTP(w, r)
 	})
+}
+
+// sessionView serves the live timeline page for any session id: the page
+// itself holds nothing of the session, whose events it reads from the
+// stream with the caller's token, so it is served without one.
+func sessionView() http.Handler {
+	page, err := webFiles.ReadFile("web/session.html")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		webHeaders(w)
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Write(page)
+	})
+}
+
+func webHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", webCSP)
+}
+
+// TimelineAssets returns the call timeline's script and stylesheet, the
+// ones the live session view loads, for pages that inline them (holdline
+// inspect writes one self-contained file).
+func TimelineAssets() (script, style []byte) {
+	script, err := webFiles.ReadFile("web/timeline.js")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	style, err = webFiles.ReadFile("web/timeline.css")
+	if err != nil {
+		panic(err)
+	}
+	return script, style
 }

@@ -108,6 +108,7 @@
     text: $('text'),
     send: $('send'),
     showAll: $('show-all'),
+    openTimeline: $('open-timeline'),
     timeline: $('timeline'),
     remote: $('remote'),
   };
@@ -247,6 +248,14 @@
     ui.text.disabled = !open;
     ui.send.disabled = !open;
     updateSoundButton();
+    updateTimelineLink();
+  }
+
+  // The session's lanes view (/sessions/{id}) draws the same events as
+  // lanes on a time axis, in a tab of its own.
+  function updateTimelineLink() {
+    ui.openTimeline.hidden = !sessionId;
+    if (sessionId) ui.openTimeline.href = `/sessions/${encodeURIComponent(sessionId)}`;
   }
 
   function setAgent(name) {
@@ -855,6 +864,7 @@
     switch (msg.type) {
       case 'session':
         if (msg.id) sessionId = msg.id;
+        updateTimelineLink();
         if (msg.agent) setAgent(msg.agent);
         if (typeof msg.resumed === 'boolean') resumed = msg.resumed;
         break;
