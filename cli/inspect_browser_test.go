@@ -122,7 +122,9 @@ func TestBrowserInspectPageShowsEveryEvent(t *testing.T) {
 	if l := res.Pages[3]; l.Width <= 2*l.Viewport || l.Turns != 100 || l.RenderMs > 15000 {
 		t.Errorf("the long call: canvas %d px in a window of %d, %d turn cards, drawn in %d ms", l.Width, l.Viewport, l.Turns, l.RenderMs)
 	}
-	if res.Pages[0].Turns != 0 || !strings.Contains(res.Pages[0].Summary, "No turn_metrics") {
-		t.Errorf("a call without turn_metrics: %d turn cards:\n%s", res.Pages[0].Turns, res.Pages[0].Summary)
+	// The simulator's turns carry the stages its core knows (no
+	// providers run there), and none answers caller speech.
+	if b := res.Pages[0]; b.Turns == 0 || !strings.Contains(b.Summary, "no voice-to-voice") {
+		t.Errorf("the simulated call: %d turn cards:\n%s", b.Turns, b.Summary)
 	}
 }
