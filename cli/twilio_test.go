@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"os/exec"
@@ -82,12 +84,37 @@ func TestTwilioCallToServeBooksOnce(t *testing.T) {
 	const token = "e2e-auth-token"
 	t.Setenv("TWILIO_AUTH_TOKEN", token)
 	t.Setenv("TWILIO_ACCOUNT_SID", "ACtest")
+	callToServeBooksOnce(t, carriertest.Config{Carrier: carriertest.Twilio, AuthToken: token})
+}
+
+// The same call as Telnyx places it: the webhook signed with the account's
+// Ed25519 key (TELNYX_PUBLIC_KEY its public half), the TeXML's
+// bidirectional RTP stream.
+func TestTelnyxCallToServeBooksOnce(t *testing.T) {
+	pub, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TELNYX_PUBLIC_KEY", base64.StdEncoding.EncodeToString(pub))
+	callToServeBooksOnce(t, carriertest.Config{Carrier: carriertest.Telnyx, TelnyxKey: key})
+}
+
+// The same call as Plivo places it: the answer URL signed
+// (X-Plivo-Signature-V3), the answer's bidirectional mu-law stream.
+func TestPlivoCallToServeBooksOnce(t *testing.T) {
+	const token = "e2e-plivo-token"
+	t.Setenv("PLIVO_AUTH_TOKEN", token)
+	callToServeBooksOnce(t, carriertest.Config{Carrier: carriertest.Plivo, AuthToken: token})
+}
+
+func callToServeBooksOnce(t *testing.T, cfg carriertest.Config) {
 	book := phoneVoice(t, "Book a table for two at seven.")
 	yes := phoneVoice(t, "Yes.")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	url := serveForBrowserWith(t, ctx, "", "--store", "none")
-	p, err := carriertest.Dial(ctx, carriertest.Config{BaseURL: url, AuthToken: token, EchoDelay: 120 * time.Millisecond, EchoGainDB: -6})
+	cfg.BaseURL, cfg.EchoDelay, cfg.EchoGainDB = url, 120*time.Millisecond, -6
+	p, err := carriertest.Dial(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,5 +179,8 @@ func TestTwilioCallToServeBooksOnce(t *testing.T) {
 	t.Logf("conversation:\n%s", strings.Join(said, "\n"))
 	if n != 1 {
 		t.Errorf("book_table called %d times; want once", n)
+	}
+	if bad := p.Refused(); len(bad) > 0 {
+		t.Errorf("frames %s would refuse: %q", cfg.Carrier, bad)
 	}
 }
