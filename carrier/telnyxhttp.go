@@ -51,9 +51,6 @@ func WithTelnyxPublicKey(k ed25519.PublicKey) TelnyxOption {
 // WithTelnyxLogger sets the logger (default slog.Default()).
 func WithTelnyxLogger(l *slog.Logger) TelnyxOption { return func(c *telnyxConfig) { c.log = l } }
 
-// withTelnyxClock sets the clock timestamps are judged by, for tests.
-func withTelnyxClock(now func() time.Time) TelnyxOption { return func(c *telnyxConfig) { c.now = now } }
-
 // ParseTelnyxPublicKey reads an account's public key as Telnyx's portal
 // shows it: 32 bytes, base64.
 func ParseTelnyxPublicKey(s string) (ed25519.PublicKey, error) {
