@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdline/holdline/carrier"
 	"github.com/holdline/holdline/carrier/carriertest"
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/llm"
@@ -116,11 +115,17 @@ type bargeIn struct {
 }
 
 func runBargeIn(t *testing.T, voice []int16, after time.Duration) bargeIn {
+	return runBargeInOn(t, carriertest.Twilio, voice, after)
+}
+
+// runBargeInOn is one trial through carrier c's routes and phone.
+func runBargeInOn(t *testing.T, c carriertest.Carrier, voice []int16, after time.Duration) bargeIn {
 	rec := &recorder{}
-	r := newRig(t, speakingAgent(rec), carrier.WithTwilioAccount("ACx", authToken))
+	r, cfg := newCarrierRig(t, speakingAgent(rec), c)
 	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
 	defer cancel()
-	p := dialScripted(t, ctx, r, carriertest.Config{AuthToken: authToken, EchoDelay: 120 * time.Millisecond, EchoGainDB: -6})
+	cfg.EchoDelay, cfg.EchoGainDB = 120*time.Millisecond, -6
+	p := dialScripted(t, ctx, r, cfg)
 	res := bargeIn{toClear: -1}
 	for p.FirstSound().IsZero() {
 		if ctx.Err() != nil {
@@ -183,6 +188,8 @@ func runBargeIn(t *testing.T, voice []int16, after time.Duration) bargeIn {
 		res.why = fmt.Sprintf("the context says %q, the truncation %q", inContext, res.text)
 	case !strings.HasPrefix(longAnswer, strings.TrimSuffix(res.text, "…")) && res.text != "":
 		res.why = fmt.Sprintf("the played text %q is not the answer's beginning", res.text)
+	case len(p.Refused()) > 0:
+		res.why = fmt.Sprintf("frames the carrier would refuse: %q", p.Refused())
 	default:
 		res.ok = true
 	}

@@ -20,8 +20,12 @@
 // transport clears the carrier's buffer at once (the line is a
 // media.OutputClearer); marks returned for a clear count as not played.
 //
-// NewTwilio serves Twilio's routes: the voice webhook, which answers
-// TwiML connecting the call to the stream with a one-time stream token
-// (X-Twilio-Signature checked when an auth token is set), and the stream.
-// carriertest is a phone that behaves as Twilio does, for tests.
+// NewTwilio, NewTelnyx and NewPlivo serve each carrier's routes: the voice
+// webhook, which answers the carrier's XML connecting the call to the
+// stream with a one-time stream token (the carrier's signature checked when
+// its secret is set: X-Twilio-Signature, telnyx-signature-ed25519,
+// X-Plivo-Signature-V3), and the stream. What the three share (the token,
+// the public URL, refusing with the reason) is one unexported type, so that
+// a new carrier is a codec and a handler. carriertest is a phone that
+// behaves as any of the three does, for tests.
 package carrier

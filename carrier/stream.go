@@ -605,6 +605,12 @@ func (l *line) read(ctx context.Context) (string, error) {
 			if ctx.Err() != nil {
 				return "the worker closed", nil
 			}
+			// A carrier that ends its stream by closing the socket
+			// (Plivo sends no stop) closes it normally: the caller hung
+			// up. A socket that ends without a close frame dropped.
+			if websocket.CloseStatus(err) == websocket.StatusNormalClosure {
+				return "the caller hung up", nil
+			}
 			return "the carrier's stream dropped", fmt.Errorf("%w: %w", errDropped, err)
 		}
 		if typ != websocket.MessageText {

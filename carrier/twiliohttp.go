@@ -15,7 +15,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -32,10 +31,6 @@ const (
 
 // DefaultTwilioAPI is Twilio's REST API, where a transfer updates the call.
 const DefaultTwilioAPI = "https://api.twilio.com"
-
-// streamTokenTTL is how long the webhook's stream token is good for:
-// Twilio opens the stream as soon as it has the TwiML.
-const streamTokenTTL = time.Minute
 
 // TwilioOption configures NewTwilio.
 type TwilioOption func(*twilioConfig)
@@ -78,16 +73,7 @@ type TwilioHandler struct {
 	cfg twilioConfig
 	t   *Transport
 	mux *http.ServeMux
-
-	mu     sync.Mutex
-	tokens map[string]streamGrant
-}
-
-// streamGrant is what the webhook knew of the call it minted a stream
-// token for.
-type streamGrant struct {
-	callSID, accountSID, from, to string
-	expires                       time.Time
+	wh  *webhook
 }
 
 // NewTwilio returns the handler of Twilio's routes (TwilioVoicePath,
@@ -97,7 +83,7 @@ func NewTwilio(t *Transport, opts ...TwilioOption) *TwilioHandler {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	h := &TwilioHandler{cfg: cfg, t: t, mux: http.NewServeMux(), tokens: map[string]streamGrant{}}
+	h := &TwilioHandler{cfg: cfg, t: t, mux: http.NewServeMux(), wh: newWebhook(Twilio.Name(), cfg.publicURL, cfg.log, calls.NewToken)}
 	t.host.AddTransport(Twilio.Name())
 	h.mux.HandleFunc("POST "+TwilioVoicePath, h.voice)
 	h.mux.HandleFunc("GET "+TwilioStreamPath, h.stream)
@@ -109,25 +95,6 @@ func (h *TwilioHandler) Verifies() bool { return h.cfg.authToken != "" }
 
 // ServeHTTP serves Twilio's routes.
 func (h *TwilioHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
-
-// base is the scheme and host Twilio reached: --public-url, else the
-// proxy's forwarded headers, else the request.
-func (h *TwilioHandler) base(r *http.Request) (scheme, host string) {
-	if u := h.cfg.publicURL; u != nil {
-		return u.Scheme, u.Host
-	}
-	scheme, host = "http", r.Host
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	if p := r.Header.Get("X-Forwarded-Proto"); p != "" {
-		scheme = strings.ToLower(strings.TrimSpace(strings.Split(p, ",")[0]))
-	}
-	if fh := r.Header.Get("X-Forwarded-Host"); fh != "" {
-		host = strings.TrimSpace(strings.Split(fh, ",")[0])
-	}
-	return scheme, host
-}
 
 // TwilioSignature is X-Twilio-Signature for a POST to fullURL with form
 // params, as Twilio documents it: HMAC-SHA1, keyed with the auth token,
@@ -166,54 +133,36 @@ type twiml struct {
 	} `xml:"Connect"`
 }
 
-const maxWebhookBody = 64 << 10
-
 // voice answers the voice webhook.
 func (h *TwilioHandler) voice(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxWebhookBody)
-	if err := r.ParseForm(); err != nil {
-		h.refuse(w, http.StatusBadRequest, "the webhook's form cannot be read: "+err.Error())
+	_, form, ok := h.wh.readForm(w, r)
+	if !ok {
 		return
 	}
-	scheme, host := h.base(r)
 	if h.cfg.authToken != "" {
-		full := scheme + "://" + host + r.URL.RequestURI()
+		full := h.wh.fullURL(r)
 		got := r.Header.Get("X-Twilio-Signature")
-		want := TwilioSignature(h.cfg.authToken, full, r.PostForm)
+		want := TwilioSignature(h.cfg.authToken, full, form)
 		switch {
 		case got == "":
-			h.refuse(w, http.StatusForbidden, "no X-Twilio-Signature: not a request from Twilio")
+			h.wh.refuse(w, http.StatusForbidden, "no X-Twilio-Signature: not a request from Twilio")
 			return
 		case !hmac.Equal([]byte(got), []byte(want)):
-			h.refuse(w, http.StatusForbidden, "X-Twilio-Signature does not match "+full+
+			h.wh.refuse(w, http.StatusForbidden, "X-Twilio-Signature does not match "+full+
 				" (is the webhook URL in Twilio's console this one? set --public-url to the URL Twilio calls; is TWILIO_AUTH_TOKEN this account's?)")
 			return
 		}
 	}
-	callSID := r.PostForm.Get("CallSid")
+	callSID := form.Get("CallSid")
 	if callSID == "" {
-		h.refuse(w, http.StatusBadRequest, "no CallSid in the webhook")
+		h.wh.refuse(w, http.StatusBadRequest, "no CallSid in the webhook")
 		return
 	}
-	tok := calls.NewToken()
-	now := time.Now()
-	h.mu.Lock()
-	for k, g := range h.tokens {
-		if now.After(g.expires) {
-			delete(h.tokens, k)
-		}
-	}
-	h.tokens[tok] = streamGrant{callSID: callSID, accountSID: r.PostForm.Get("AccountSid"),
-		from: r.PostForm.Get("From"), to: r.PostForm.Get("To"), expires: now.Add(streamTokenTTL)}
-	h.mu.Unlock()
+	tok := h.wh.mint(streamGrant{callID: callSID, accountID: form.Get("AccountSid"), from: form.Get("From"), to: form.Get("To")})
 
 	var doc twiml
-	ws := "ws"
-	if scheme == "https" || scheme == "wss" {
-		ws = "wss"
-	}
-	doc.Connect.Stream.URL = ws + "://" + host + TwilioStreamPath
-	for _, p := range [][2]string{{"from", r.PostForm.Get("From")}, {"to", r.PostForm.Get("To")}, {"callSid", callSID}, {"token", tok}} {
+	doc.Connect.Stream.URL = h.wh.streamURL(r, TwilioStreamPath)
+	for _, p := range [][2]string{{ParamFrom, form.Get("From")}, {ParamTo, form.Get("To")}, {"callSid", callSID}, {ParamToken, tok}} {
 		doc.Connect.Stream.Params = append(doc.Connect.Stream.Params, struct {
 			Name  string `xml:"name,attr"`
 			Value string `xml:"value,attr"`
@@ -221,19 +170,11 @@ func (h *TwilioHandler) voice(w http.ResponseWriter, r *http.Request) {
 	}
 	out, err := xml.Marshal(doc)
 	if err != nil {
-		h.refuse(w, http.StatusInternalServerError, err.Error())
+		h.wh.refuse(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	h.cfg.log.Info("twilio call answered: connecting its stream", "call", callSID)
-	w.Header().Set("Content-Type", "text/xml")
-	io.WriteString(w, xml.Header)
-	w.Write(out)
-}
-
-// refuse answers a request that is not served, and logs why.
-func (h *TwilioHandler) refuse(w http.ResponseWriter, code int, reason string) {
-	h.cfg.log.Warn("twilio webhook refused", "status", code, "reason", reason)
-	http.Error(w, reason, code)
+	reply(w, "text/xml", append([]byte(xml.Header), out...))
 }
 
 // stream serves the media stream the webhook's TwiML pointed to.
@@ -246,37 +187,21 @@ func (h *TwilioHandler) stream(w http.ResponseWriter, r *http.Request) {
 	_ = h.t.Serve(r.Context(), conn, Stream{Codec: Twilio, Admit: h.admit})
 }
 
-// Why a stream token is refused.
-var (
-	ErrNoStreamToken  = errors.New("no stream token in start's parameters")
-	ErrBadStreamToken = errors.New("stream token unknown, used or expired")
-)
-
-// admit takes the stream token the webhook minted: once only, for the
-// call it was minted for.
+// admit takes the stream token the webhook minted (webhook.redeem), and
+// gives the line Twilio's transfer when the account is known.
 func (h *TwilioHandler) admit(_ context.Context, start Event) (Admission, error) {
-	tok := start.Params["token"]
-	if tok == "" {
-		return Admission{}, ErrNoStreamToken
-	}
-	h.mu.Lock()
-	g, ok := h.tokens[tok]
-	delete(h.tokens, tok)
-	h.mu.Unlock()
-	switch {
-	case !ok || time.Now().After(g.expires):
-		return Admission{}, ErrBadStreamToken
-	case g.callSID != start.CallID:
-		return Admission{}, fmt.Errorf("%w: minted for call %s, used by %s", ErrBadStreamToken, g.callSID, start.CallID)
+	g, err := h.wh.redeem(start)
+	if err != nil {
+		return Admission{}, err
 	}
 	adm := Admission{Facts: map[string]string{"from": g.from, "to": g.to}}
 	account := h.cfg.accountSID
 	if account == "" {
-		account = g.accountSID
+		account = g.accountID
 	}
 	if account != "" && h.cfg.authToken != "" {
 		adm.Transfer = func(ctx context.Context, req engine.TransferRequest) error {
-			return h.transfer(ctx, account, g.callSID, req)
+			return h.transfer(ctx, account, g.callID, req)
 		}
 	}
 	return adm, nil

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -52,7 +53,7 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 	rtpRealtime := fs.Bool("rtp-realtime", false, "send RTP from a real-time priority thread (needs root or CAP_SYS_NICE): on time however busy the machine")
 	redial := fs.Duration("sip-redial-window", hsip.DefaultRedialWindow, "with a store: a caller who dials again within this long after their worker died picks the call up where it was (0: never)")
 	sipUser := fs.String("sip-user", "", "make callers authenticate (digest) as `NAME`, with the password in HOLDLINE_SIP_PASSWORD")
-	publicURL := fs.String("public-url", "", "the `URL` carriers reach this server at (https://HOST), for Twilio's webhook signatures and the stream URL its TwiML names (default: X-Forwarded-Proto/Host, else the request's own)")
+	publicURL := fs.String("public-url", "", "the `URL` carriers reach this server at (https://HOST), for Twilio's and Plivo's webhook signatures and the stream URL the answers name (default: X-Forwarded-Proto/Host, else the request's own)")
 	storeSpec := fs.String("store", "", "where sessions are checkpointed to outlive this worker: `file:PATH`, redis://HOST:PORT (workers sharing it take over each other's sessions), or none (default: a file under the user's cache, one per HTTP port)")
 	worker := fs.String("worker", workerName(), "this worker's `NAME` in the store's leases")
 	verbose := fs.Bool("v", false, "log debug detail")
@@ -87,6 +88,12 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 	if *publicURL != "" {
 		if pu, err = url.Parse(*publicURL); err != nil || (pu.Scheme != "https" && pu.Scheme != "http") || pu.Host == "" {
 			return fmt.Errorf("--public-url %q: want https://HOST (the URL carriers reach this server at)", *publicURL)
+		}
+	}
+	var telnyxKey ed25519.PublicKey
+	if k := os.Getenv("TELNYX_PUBLIC_KEY"); k != "" {
+		if telnyxKey, err = carrier.ParseTelnyxPublicKey(k); err != nil {
+			return fmt.Errorf("TELNYX_PUBLIC_KEY: %w (give the public key as Telnyx's portal shows it)", err)
 		}
 	}
 	var sipUDP string // where SIP listens, if anywhere
@@ -258,13 +265,32 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 	if pu != nil {
 		topt = append(topt, carrier.WithPublicURL(pu))
 	}
-	twilio := carrier.NewTwilio(carrier.NewTransport(host, carrier.WithLogger(logger)), topt...)
+	// One transport for every carrier's streams.
+	ctr := carrier.NewTransport(host, carrier.WithLogger(logger))
+	twilio := carrier.NewTwilio(ctr, topt...)
 	if !twilio.Verifies() {
 		logger.Warn("TWILIO_AUTH_TOKEN is not set: Twilio webhooks are not verified (anyone who can reach " + carrier.TwilioVoicePath + " can start a call)")
+	}
+	telnyxOpts := []carrier.TelnyxOption{carrier.WithTelnyxLogger(logger), carrier.WithTelnyxPublicURL(pu)}
+	if telnyxKey != nil {
+		telnyxOpts = append(telnyxOpts, carrier.WithTelnyxPublicKey(telnyxKey))
+	}
+	telnyx := carrier.NewTelnyx(ctr, telnyxOpts...)
+	if !telnyx.Verifies() {
+		logger.Warn("TELNYX_PUBLIC_KEY is not set: Telnyx webhooks are not verified (anyone who can reach " + carrier.TelnyxVoicePath + " can start a call)")
+	}
+	plivo := carrier.NewPlivo(ctr, carrier.WithPlivoLogger(logger), carrier.WithPlivoPublicURL(pu),
+		carrier.WithPlivoAuthToken(os.Getenv("PLIVO_AUTH_TOKEN")))
+	if !plivo.Verifies() {
+		logger.Warn("PLIVO_AUTH_TOKEN is not set: Plivo webhooks are not verified (anyone who can reach " + carrier.PlivoVoicePath + " can start a call)")
 	}
 	root := http.NewServeMux()
 	root.Handle(carrier.TwilioVoicePath, twilio)
 	root.Handle(carrier.TwilioStreamPath, twilio)
+	root.Handle(carrier.TelnyxVoicePath, telnyx)
+	root.Handle(carrier.TelnyxStreamPath, telnyx)
+	root.Handle(carrier.PlivoVoicePath, plivo)
+	root.Handle(carrier.PlivoStreamPath, plivo)
 	root.Handle("/", srv)
 	hs := &http.Server{Handler: root, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "Holdline is serving the %s agent at %s\n", *name, browseURL(ln.Addr()))

@@ -1,12 +1,18 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,12 +88,37 @@ func TestTwilioCallToServeBooksOnce(t *testing.T) {
 	const token = "e2e-auth-token"
 	t.Setenv("TWILIO_AUTH_TOKEN", token)
 	t.Setenv("TWILIO_ACCOUNT_SID", "ACtest")
+	callToServeBooksOnce(t, carriertest.Config{Carrier: carriertest.Twilio, AuthToken: token})
+}
+
+// The same call as Telnyx places it: the webhook signed with the account's
+// Ed25519 key (TELNYX_PUBLIC_KEY its public half), the TeXML's
+// bidirectional RTP stream.
+func TestTelnyxCallToServeBooksOnce(t *testing.T) {
+	pub, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TELNYX_PUBLIC_KEY", base64.StdEncoding.EncodeToString(pub))
+	callToServeBooksOnce(t, carriertest.Config{Carrier: carriertest.Telnyx, TelnyxKey: key})
+}
+
+// The same call as Plivo places it: the answer URL signed
+// (X-Plivo-Signature-V3), the answer's bidirectional mu-law stream.
+func TestPlivoCallToServeBooksOnce(t *testing.T) {
+	const token = "e2e-plivo-token"
+	t.Setenv("PLIVO_AUTH_TOKEN", token)
+	callToServeBooksOnce(t, carriertest.Config{Carrier: carriertest.Plivo, AuthToken: token})
+}
+
+func callToServeBooksOnce(t *testing.T, cfg carriertest.Config) {
 	book := phoneVoice(t, "Book a table for two at seven.")
 	yes := phoneVoice(t, "Yes.")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	url := serveForBrowserWith(t, ctx, "", "--store", "none")
-	p, err := carriertest.Dial(ctx, carriertest.Config{BaseURL: url, AuthToken: token, EchoDelay: 120 * time.Millisecond, EchoGainDB: -6})
+	cfg.BaseURL, cfg.EchoDelay, cfg.EchoGainDB = url, 120*time.Millisecond, -6
+	p, err := carriertest.Dial(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,5 +183,94 @@ func TestTwilioCallToServeBooksOnce(t *testing.T) {
 	t.Logf("conversation:\n%s", strings.Join(said, "\n"))
 	if n != 1 {
 		t.Errorf("book_table called %d times; want once", n)
+	}
+	if bad := p.Refused(); len(bad) > 0 {
+		t.Errorf("frames %s would refuse: %q", cfg.Carrier, bad)
+	}
+}
+
+// lockedBuffer is serve's stderr, read while serve writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// serve mounts Telnyx's and Plivo's routes, says at start-up that their
+// webhooks are not verified without TELNYX_PUBLIC_KEY and
+// PLIVO_AUTH_TOKEN, and refuses a public key that is not one.
+func TestServeMountsTelnyxAndPlivo(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("HOLDLINE_TOKEN", "")
+	t.Setenv("TELNYX_PUBLIC_KEY", "not a key")
+	err := run(t.Context(), []string{"serve", "--http", "127.0.0.1:0", "--store", "none", "--tts", "demo", "--stt", "demo"}, nil, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "TELNYX_PUBLIC_KEY") {
+		t.Errorf("a bad TELNYX_PUBLIC_KEY: %v; want serve to refuse it", err)
+	}
+
+	for _, verified := range []bool{false, true} {
+		t.Run(fmt.Sprintf("verified=%v", verified), func(t *testing.T) {
+			const plivoToken = "plivo-token-in-no-log"
+			pub, _, _ := ed25519.GenerateKey(nil)
+			t.Setenv("TELNYX_PUBLIC_KEY", "")
+			t.Setenv("PLIVO_AUTH_TOKEN", "")
+			if verified {
+				t.Setenv("TELNYX_PUBLIC_KEY", base64.StdEncoding.EncodeToString(pub))
+				t.Setenv("PLIVO_AUTH_TOKEN", plivoToken)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			runCtx, stop := context.WithCancel(ctx)
+			outR, outW := io.Pipe()
+			stderr := &lockedBuffer{}
+			done := make(chan error, 1)
+			go func() {
+				done <- run(runCtx, []string{"serve", "--http", "127.0.0.1:0", "--store", "none", "--tts", "demo", "--stt", "demo"}, strings.NewReader(""), outW, stderr)
+				outW.Close()
+			}()
+			defer func() { stop(); <-done }()
+			line, err := bufio.NewReader(outR).ReadString('\n')
+			if err != nil {
+				t.Fatalf("serve printed nothing: %v\n%s", err, stderr.String())
+			}
+			go io.Copy(io.Discard, outR)
+			url := strings.TrimSuffix(strings.TrimSpace(line[strings.Index(line, "http://"):]), "/")
+			for _, w := range []string{"TELNYX_PUBLIC_KEY is not set", "PLIVO_AUTH_TOKEN is not set"} {
+				if got := strings.Contains(stderr.String(), w); got == verified {
+					t.Errorf("start-up log says %q: %v, with the secrets set: %v", w, got, verified)
+				}
+			}
+			// The routes are served: unsigned, answered or refused as
+			// the secrets say.
+			for _, path := range []string{"/v1/telnyx/voice", "/v1/plivo/voice"} {
+				res, err := http.Post(url+path, "application/x-www-form-urlencoded", strings.NewReader("CallSid=c1&CallUUID=c1&From=1&To=2"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				want := http.StatusOK
+				if verified {
+					want = http.StatusForbidden
+				}
+				if res.StatusCode != want || !verified && !strings.Contains(string(b), "/stream") {
+					t.Errorf("POST %s: %d %q; want %d", path, res.StatusCode, b, want)
+				}
+			}
+			if strings.Contains(stderr.String(), plivoToken) {
+				t.Error("PLIVO_AUTH_TOKEN is in serve's log")
+			}
+		})
 	}
 }

@@ -1,60 +1,86 @@
 // Package carriertest has a phone on a carrier's line for tests: it does
-// what Twilio does, as Twilio documents it, for a call to a Holdline
-// server. It posts the voice webhook (signed), follows the TwiML to the
-// stream, sends the caller's audio as mu-law at real time, plays what it
-// is sent at real time (buffering it as Twilio does), returns each mark
-// once the audio before it has played, honours clear (drops what it
-// holds, returns the pending marks at once), and can add the agent's
-// audio back as a line's echo.
+// what Twilio, Telnyx or Plivo does (Config.Carrier), as each documents it,
+// for a call to a Holdline server. It posts the voice webhook (signed the
+// carrier's way), follows the answer to the stream, sends the caller's
+// audio as mu-law at real time, plays what it is sent at real time
+// (buffering it as the carriers do), returns each mark once the audio
+// before it has played, honours clear (drops what it holds; Twilio and
+// Telnyx return the pending marks at once, Plivo answers clearedAudio),
+// and can add the agent's audio back as a line's echo.
 //
-// The phone speaks Twilio's messages (Webhook, Open, Start, Send and the
-// reader); its playout buffer, marks, clear and echo are how any carrier
-// that buffers behaves, for a Telnyx or Plivo phone to reuse with its own
-// messages.
+// What differs between carriers is a dialect: the webhook's form and
+// signature, the answer's shape, the frames' names and fields. The playout
+// buffer, marks, clear and echo are the phone's, whatever the carrier. A
+// frame from Holdline that the carrier would not take (a Plivo frame
+// without its stream id, a Twilio frame on a Telnyx stream) is recorded
+// (Phone.Refused), for tests to assert there are none.
 package carriertest
 
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
+	"crypto/ed25519"
 	"encoding/json"
-	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/zaf/g711"
-
-	"github.com/holdline/holdline/carrier"
 )
 
 // frame is 20 ms at 8 kHz.
 const frame = 160
 
+// Carrier is the carrier a phone behaves as.
+type Carrier string
+
+// The carriers a phone can be on.
+const (
+	Twilio Carrier = "twilio"
+	Telnyx Carrier = "telnyx"
+	Plivo  Carrier = "plivo"
+)
+
 // Config is how the phone calls.
 type Config struct {
 	// BaseURL is the server's (http://127.0.0.1:PORT).
 	BaseURL string
-	// AuthToken signs the webhook (X-Twilio-Signature); "" leaves it
-	// unsigned. BadSignature signs it wrong.
+	// Carrier is the carrier the phone is on (default Twilio).
+	Carrier Carrier
+	// AuthToken signs the webhook (Twilio's X-Twilio-Signature, Plivo's
+	// X-Plivo-Signature-V3); TelnyxKey signs Telnyx's
+	// (telnyx-signature-ed25519, over SignedAt, default now). Unset, the
+	// webhook goes unsigned. BadSignature signs it wrong.
 	AuthToken    string
+	TelnyxKey    ed25519.PrivateKey
+	SignedAt     time.Time
 	BadSignature bool
-	// CallSid, From, To are the call's (defaults are made up).
-	CallSid, From, To string
+	// CallSid, From, To are the call's (defaults are made up; CallSid is
+	// Plivo's CallUUID). CallStatus is the webhook's (default ringing;
+	// Plivo's hang-up callback is completed).
+	CallSid, From, To, CallStatus string
 	// EchoDelay and EchoGainDB add what the phone plays back into what it
 	// sends, as a line without echo cancellation does (0 delay: none).
 	EchoDelay  time.Duration
 	EchoGainDB float64
 	// Client is the HTTP client (default http.DefaultClient).
 	Client *http.Client
+}
+
+func (c Config) dialect() dialect {
+	switch c.Carrier {
+	case Telnyx:
+		return telnyxDialect{}
+	case Plivo:
+		return plivoDialect{}
+	}
+	return twilioDialect{}
 }
 
 // Mark is a mark the phone was sent: where in the audio it came (samples
@@ -70,10 +96,13 @@ type Mark struct {
 // Phone is one call from the carrier's side.
 type Phone struct {
 	cfg       Config
+	d         dialect
 	conn      *websocket.Conn
 	streamSid string
-	TwiML     string
-	Params    map[string]string
+	// TwiML is the webhook's answer as it came (TwiML, TeXML or Plivo's
+	// XML), Params the parameters it gave the stream.
+	TwiML  string
+	Params map[string]string
 
 	wmu  sync.Mutex // one writer at a time
 	seq  int64
@@ -87,6 +116,7 @@ type Phone struct {
 	queued   []int // indexes into marks not yet played, in order
 	clears   []time.Time
 	media    []time.Time // when each media message came
+	refused  []string
 	speech   []int16
 	onset    time.Time // when the queued speech started going out
 	heard    []heardFrame
@@ -102,26 +132,22 @@ type heardFrame struct {
 	loud bool
 }
 
-// Webhook posts the voice webhook and returns the response and its body.
+// Webhook posts the voice webhook, signed as the carrier signs it, and
+// returns the response and its body.
 func Webhook(ctx context.Context, cfg Config) (*http.Response, string, error) {
+	d := cfg.dialect()
 	if cfg.CallSid == "" {
-		cfg.CallSid = "CA" + strconv.FormatInt(time.Now().UnixNano(), 16)
+		cfg.CallSid = d.callID()
 	}
-	form := url.Values{"CallSid": {cfg.CallSid}, "AccountSid": {"ACtest"}, "From": {orDefault(cfg.From, "+15550100")},
-		"To": {orDefault(cfg.To, "+15550199")}, "CallStatus": {"ringing"}, "Direction": {"inbound"}}
-	u := strings.TrimRight(cfg.BaseURL, "/") + carrier.TwilioVoicePath
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(form.Encode()))
+	form := d.form(cfg)
+	u := strings.TrimRight(cfg.BaseURL, "/") + d.voicePath()
+	body := form.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(body))
 	if err != nil {
 		return nil, "", err
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	if cfg.AuthToken != "" {
-		sig := carrier.TwilioSignature(cfg.AuthToken, u, form)
-		if cfg.BadSignature {
-			sig = carrier.TwilioSignature(cfg.AuthToken+"x", u, form)
-		}
-		req.Header.Set("X-Twilio-Signature", sig)
-	}
+	d.sign(req, cfg, u, form, body)
 	client := cfg.Client
 	if client == nil {
 		client = http.DefaultClient
@@ -142,12 +168,15 @@ func orDefault(s, d string) string {
 	return s
 }
 
-// TwiML is the webhook's answer as Twilio reads it.
+// TwiML is the webhook's answer as Twilio reads it (and Telnyx its TeXML,
+// with the stream's attributes).
 type TwiML struct {
 	Connect struct {
 		Stream struct {
-			URL    string `xml:"url,attr"`
-			Params []struct {
+			URL               string `xml:"url,attr"`
+			Codec             string `xml:"codec,attr"`
+			BidirectionalMode string `xml:"bidirectionalMode,attr"`
+			Params            []struct {
 				Name  string `xml:"name,attr"`
 				Value string `xml:"value,attr"`
 			} `xml:"Parameter"`
@@ -155,12 +184,12 @@ type TwiML struct {
 	} `xml:"Connect"`
 }
 
-// Dial places a call: the webhook, then the stream its TwiML names, with
-// connected and start sent. The phone then runs until ctx ends or the
-// stream closes.
+// Dial places a call: the webhook, then the stream its answer names, with
+// the carrier's opening frames (connected, start) sent. The phone then
+// runs until ctx ends or the stream closes.
 func Dial(ctx context.Context, cfg Config) (*Phone, error) {
 	if cfg.CallSid == "" {
-		cfg.CallSid = "CA" + strconv.FormatInt(time.Now().UnixNano(), 16)
+		cfg.CallSid = cfg.dialect().callID()
 	}
 	res, body, err := Webhook(ctx, cfg)
 	if err != nil {
@@ -169,15 +198,11 @@ func Dial(ctx context.Context, cfg Config) (*Phone, error) {
 	if res.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("webhook answered %s: %s", res.Status, body)
 	}
-	var doc TwiML
-	if err := xml.Unmarshal([]byte(body), &doc); err != nil {
-		return nil, fmt.Errorf("webhook's TwiML: %w", err)
+	streamURL, params, err := cfg.dialect().answer(body)
+	if err != nil {
+		return nil, fmt.Errorf("webhook's answer: %w", err)
 	}
-	params := map[string]string{}
-	for _, p := range doc.Connect.Stream.Params {
-		params[p.Name] = p.Value
-	}
-	p, err := Open(ctx, doc.Connect.Stream.URL, cfg)
+	p, err := Open(ctx, streamURL, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -190,19 +215,24 @@ func Dial(ctx context.Context, cfg Config) (*Phone, error) {
 	return p, nil
 }
 
-// Open opens the stream's WebSocket and sends connected; Start comes next.
+// Open opens the stream's WebSocket and sends what the carrier sends
+// first (connected; Plivo sends nothing); Start comes next.
 func Open(ctx context.Context, streamURL string, cfg Config) (*Phone, error) {
 	conn, _, err := websocket.Dial(ctx, streamURL, nil)
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", streamURL, err)
 	}
 	conn.SetReadLimit(1 << 20)
-	p := &Phone{cfg: cfg, conn: conn, streamSid: "MZ" + strconv.FormatInt(time.Now().UnixNano(), 16), closed: make(chan struct{}),
+	d := cfg.dialect()
+	p := &Phone{cfg: cfg, d: d, conn: conn, streamSid: d.streamID(), closed: make(chan struct{}),
 		gain: math.Pow(10, cfg.EchoGainDB/20)}
 	if cfg.EchoDelay > 0 {
 		p.echo = make([]int16, int(cfg.EchoDelay.Seconds()*8000))
 	}
-	return p, p.Send(ctx, map[string]any{"event": "connected", "protocol": "Call", "version": "1.0.0"})
+	if msg := d.connected(); msg != nil {
+		return p, p.Send(ctx, msg)
+	}
+	return p, nil
 }
 
 // Conn is the stream's socket, for tests that misbehave on purpose.
@@ -211,17 +241,15 @@ func (p *Phone) Conn() *websocket.Conn { return p.conn }
 // StreamSid is the stream's id.
 func (p *Phone) StreamSid() string { return p.streamSid }
 
-// Send sends one message (JSON-encoded), with the sequence number Twilio
-// puts on every message after connected.
+// Send sends one message (JSON-encoded), with what the carrier puts on
+// every message after its first (the sequence number and the stream id,
+// under the carrier's names).
 func (p *Phone) Send(ctx context.Context, msg map[string]any) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	if msg["event"] != "connected" {
 		p.seq++
-		msg["sequenceNumber"] = strconv.FormatInt(p.seq, 10)
-		if _, ok := msg["streamSid"]; !ok {
-			msg["streamSid"] = p.streamSid
-		}
+		p.d.stamp(msg, p.seq, p.streamSid)
 	}
 	b, err := json.Marshal(msg)
 	if err != nil {
@@ -237,14 +265,9 @@ func (p *Phone) SendRaw(ctx context.Context, b []byte) error {
 	return p.conn.Write(ctx, websocket.MessageText, b)
 }
 
-// Start sends the start message with the TwiML's parameters.
+// Start sends the start message with the answer's parameters.
 func (p *Phone) Start(ctx context.Context, callSid string, params map[string]string) error {
-	return p.Send(ctx, map[string]any{"event": "start", "start": map[string]any{
-		"accountSid": "ACtest", "streamSid": p.streamSid, "callSid": callSid,
-		"tracks":           []string{"inbound"},
-		"customParameters": params,
-		"mediaFormat":      map[string]any{"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1},
-	}})
+	return p.Send(ctx, p.d.start(p.cfg, p.streamSid, callSid, params))
 }
 
 // Run starts the phone: its reader and its 20 ms clock, until ctx ends or
@@ -265,6 +288,14 @@ func (p *Phone) CloseErr() error {
 	return p.closeErr
 }
 
+// Refused are the frames Holdline sent that the carrier would not have
+// taken, each with why.
+func (p *Phone) Refused() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.refused...)
+}
+
 func (p *Phone) read(ctx context.Context) {
 	defer close(p.closed)
 	for {
@@ -275,57 +306,50 @@ func (p *Phone) read(ctx context.Context) {
 			p.mu.Unlock()
 			return
 		}
-		var m struct {
-			Event     string `json:"event"`
-			StreamSid string `json:"streamSid"`
-			Media     struct {
-				Payload string `json:"payload"`
-			} `json:"media"`
-			Mark struct {
-				Name string `json:"name"`
-			} `json:"mark"`
-		}
-		if err := json.Unmarshal(b, &m); err != nil {
+		in, why := p.d.decode(b, p.streamSid)
+		if why != "" {
+			p.mu.Lock()
+			p.refused = append(p.refused, fmt.Sprintf("%s: %.200s", why, b))
+			p.mu.Unlock()
 			continue
 		}
-		switch m.Event {
-		case "media":
-			audio, err := base64.StdEncoding.DecodeString(m.Media.Payload)
-			if err != nil {
-				continue
-			}
+		switch in.kind {
+		case inMedia:
 			p.mu.Lock()
-			for _, v := range audio {
+			for _, v := range in.audio {
 				p.buf = append(p.buf, g711.DecodeUlawFrame(v))
 			}
-			p.received += int64(len(audio))
+			p.received += int64(len(in.audio))
 			p.media = append(p.media, time.Now())
 			p.mu.Unlock()
-		case "mark":
+		case inMark:
 			p.mu.Lock()
-			p.marks = append(p.marks, Mark{Name: m.Mark.Name, Pos: p.received})
+			p.marks = append(p.marks, Mark{Name: in.name, Pos: p.received})
 			p.queued = append(p.queued, len(p.marks)-1)
 			p.mu.Unlock()
-		case "clear":
+		case inClear:
 			p.mu.Lock()
 			p.clears = append(p.clears, time.Now())
 			p.buf = p.buf[:0]
 			q := p.queued
 			p.queued = nil
+			var names []string
 			for _, i := range q {
 				p.marks[i].Cleared, p.marks[i].At = true, time.Now()
+				names = append(names, p.marks[i].Name)
 			}
 			p.mu.Unlock()
-			// Twilio sends the pending marks back on a clear.
-			for _, i := range q {
-				p.sendMark(ctx, p.marks[i].Name)
+			// Twilio and Telnyx send the pending marks back on a clear;
+			// Plivo drops them and says clearedAudio.
+			for _, msg := range p.d.cleared(names) {
+				_ = p.Send(ctx, msg)
 			}
 		}
 	}
 }
 
 func (p *Phone) sendMark(ctx context.Context, name string) {
-	_ = p.Send(ctx, map[string]any{"event": "mark", "mark": map[string]any{"name": name}})
+	_ = p.Send(ctx, p.d.played(name))
 }
 
 // tick plays 20 ms of what was received and sends 20 ms of the caller's
@@ -401,20 +425,8 @@ func (p *Phone) sendMedia(ctx context.Context, chunk, ts int64, payload []byte) 
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	p.seq++
-	b := p.mbuf[:0]
-	b = append(b, `{"event":"media","sequenceNumber":"`...)
-	b = strconv.AppendInt(b, p.seq, 10)
-	b = append(b, `","streamSid":"`...)
-	b = append(b, p.streamSid...)
-	b = append(b, `","media":{"track":"inbound","chunk":"`...)
-	b = strconv.AppendInt(b, chunk, 10)
-	b = append(b, `","timestamp":"`...)
-	b = strconv.AppendInt(b, ts, 10)
-	b = append(b, `","payload":"`...)
-	b = base64.StdEncoding.AppendEncode(b, payload)
-	b = append(b, `"}}`...)
-	p.mbuf = b
-	return p.conn.Write(ctx, websocket.MessageText, b)
+	p.mbuf = p.d.appendMedia(p.mbuf[:0], p.seq, p.streamSid, chunk, ts, payload)
+	return p.conn.Write(ctx, websocket.MessageText, p.mbuf)
 }
 
 // Say queues the caller's voice (8 kHz) to go out from the next frame on;
@@ -442,15 +454,22 @@ func (p *Phone) Onset() time.Time {
 
 // DTMF presses a key.
 func (p *Phone) DTMF(ctx context.Context, digit string) error {
-	return p.Send(ctx, map[string]any{"event": "dtmf", "dtmf": map[string]any{"track": "inbound_track", "digit": digit}})
+	return p.Send(ctx, p.d.dtmf(digit))
 }
 
-// Hangup sends stop, as Twilio does when the caller hangs up, and waits
-// for the server to close the stream.
+// Hangup ends the stream as the carrier does when the caller hangs up
+// (Twilio's and Telnyx's stop; Plivo closes the socket), and waits for
+// the stream to close.
 func (p *Phone) Hangup(ctx context.Context) error {
 	var err error
 	p.stopOnce.Do(func() {
-		err = p.Send(ctx, map[string]any{"event": "stop", "stop": map[string]any{"accountSid": "ACtest", "callSid": p.cfg.CallSid}})
+		if msg := p.d.stop(p.cfg.CallSid); msg != nil {
+			err = p.Send(ctx, msg)
+			return
+		}
+		// An error here is a stream closed already (by the server,
+		// say): either way it is closed.
+		_ = p.conn.Close(websocket.StatusNormalClosure, "")
 	})
 	if err != nil {
 		return err
@@ -552,3 +571,11 @@ func (p *Phone) WaitClosed(ctx context.Context) (websocket.StatusCode, string, e
 
 // MuLaw20ms is 20 ms of mu-law silence, for tests that build messages.
 var MuLaw20ms = bytes.Repeat([]byte{0xff}, frame)
+
+// ParseAnswer reads a voice webhook's answer as carrier c does: the
+// stream's URL and the parameters it hands the stream. An answer c would
+// not stream as a conversation (Telnyx's mp3 mode, Plivo's linear audio)
+// is an error.
+func ParseAnswer(c Carrier, body string) (streamURL string, params map[string]string, err error) {
+	return Config{Carrier: c}.dialect().answer(body)
+}
