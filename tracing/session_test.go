@@ -11,6 +11,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/holdline/holdline/calls"
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/tracing"
 )
@@ -225,5 +226,79 @@ func TestResumedSessionLinksToItsFirstLife(t *testing.T) {
 	}
 	if len(root.Links) != 1 || root.Links[0].SpanContext.SpanID() != tracing.SessionSpanID("s_test", 1) {
 		t.Errorf("links %+v, want the first life's span", root.Links)
+	}
+}
+
+// Handoffs, checkpoints and the caller's connection are spans (or
+// events) of the session.
+func TestSessionLevelSpans(t *testing.T) {
+	f := newFixture(t)
+	s := tracing.New(f.tp).Session("s_test")
+	handoff := f.ev(2, 100, events.Handoff, 0)
+	handoff.Text, handoff.Reason, handoff.Count = "desk -> billing", "summary", 4
+	saved := f.ev(3, 150, events.CheckpointSaved, 0)
+	saved.Count = 2
+	failed := f.ev(4, 200, events.CheckpointFailed, 0)
+	failed.Error = "redis: connection refused"
+	for _, e := range []events.Event{f.ev(1, 0, events.SessionStarted, 0), handoff, saved, failed,
+		f.ev(5, 300, events.TransportLost, 0), f.ev(6, 900, events.TransportRestored, 0), f.ev(7, 1000, events.SessionEnded, 0)} {
+		s.Observe(e)
+	}
+	spans := f.spans(t)
+	root, _ := find(spans, tracing.SpanSession)
+	for _, tc := range []struct {
+		name       string
+		start, end int
+		err        bool
+	}{
+		{tracing.SpanHandoff, 100, 100, false},
+		{tracing.SpanCheckpoint, 200, 200, true},
+		{tracing.SpanTransport, 300, 900, false},
+	} {
+		sp, ok := find(spans, tc.name)
+		switch {
+		case !ok:
+			t.Errorf("no %s span", tc.name)
+		case sp.Parent.SpanID() != root.SpanContext.SpanID():
+			t.Errorf("%s is not under the session", tc.name)
+		case !sp.StartTime.Equal(f.t0.Add(time.Duration(tc.start)*time.Millisecond)) || !sp.EndTime.Equal(f.t0.Add(time.Duration(tc.end)*time.Millisecond)):
+			t.Errorf("%s spans [%v, %v], want [%dms, %dms]", tc.name, sp.StartTime.Sub(f.t0), sp.EndTime.Sub(f.t0), tc.start, tc.end)
+		case (sp.Status.Code == codes.Error) != tc.err:
+			t.Errorf("%s status %v", tc.name, sp.Status)
+		}
+	}
+	h, _ := find(spans, tracing.SpanHandoff)
+	if v, _ := attr(h, "holdline.handoff"); v != "desk -> billing" {
+		t.Errorf("handoff %v", v)
+	}
+	var savedSeen bool
+	for _, e := range root.Events {
+		savedSeen = savedSeen || e.Name == "checkpoint_saved"
+	}
+	if !savedSeen {
+		t.Errorf("no checkpoint_saved event on the session span")
+	}
+}
+
+// A call resumed from a checkpoint links to the life that wrote it, as
+// the checkpoint's fact names it, and names its own for the next.
+func TestObserverLinksToTheLifeThatWroteTheCheckpoint(t *testing.T) {
+	f := newFixture(t)
+	tr := tracing.New(f.tp)
+	second := tracing.SessionSpanID("s_test", 21)
+	o, facts := tr.Observer(calls.Watch{ID: "s_test", Kind: "sip", Origin: calls.Redialled, Seq: 40,
+		Facts: map[string]string{tracing.FactSessionSpan: second.String()}})
+	if want := tracing.SessionSpanID("s_test", 41).String(); facts[tracing.FactSessionSpan] != want {
+		t.Errorf("facts %v, want the span %s", facts, want)
+	}
+	o.Observe(f.ev(41, 0, events.SessionStarted, 0))
+	o.Observe(f.ev(42, 0, events.SessionResumed, 0))
+	o.Close()
+	root, _ := find(f.spans(t), tracing.SpanSession)
+	if root.SpanContext.SpanID().String() != facts[tracing.FactSessionSpan] {
+		t.Errorf("the session span is %s, not the one sealed in the facts", root.SpanContext.SpanID())
+	}
+	if len(root.Links) != 1 || root.Links[0].SpanContext.SpanID() != second {
+		t.Errorf("links %+v, want the second life's span %s", root.Links, second)
 	}
 }

@@ -243,10 +243,10 @@ func TestBookingCallIsOneTraceAcrossAResume(t *testing.T) {
 	if n, gz, _ := rcv.Requests(); n == 0 || gz != n {
 		t.Errorf("%d requests, %d gzipped: want every request gzipped", n, gz)
 	}
-	checkTrace(t, id, spans, rec)
+	checkTrace(t, id, spans, rec, tracing.SessionSpanID(id, snap.State.Seq+1).String())
 }
 
-func checkTrace(t *testing.T, id string, spans []tracingtest.Span, rec *recorder) {
+func checkTrace(t *testing.T, id string, spans []tracingtest.Span, rec *recorder, resumedSpan string) {
 	t.Helper()
 	traceID := tracing.TraceID(id).String()
 	byID := map[string]tracingtest.Span{}
@@ -286,6 +286,9 @@ func checkTrace(t *testing.T, id string, spans []tracingtest.Span, rec *recorder
 	}
 	if first.SpanID != tracing.SessionSpanID(id, 1).String() {
 		t.Errorf("the first life's span %s, want the one its session id derives", first.SpanID)
+	}
+	if second.SpanID != resumedSpan {
+		t.Errorf("the resumed life's span %s, want %s, as sealed in its checkpoints", second.SpanID, resumedSpan)
 	}
 	if len(second.Links) != 1 || second.Links[0].SpanID != first.SpanID || second.Links[0].TraceID != traceID {
 		t.Errorf("the resumed session span links %+v; want the first life's span %s", second.Links, first.SpanID)
