@@ -42,7 +42,9 @@ type bookArgs struct {
 // table when asked, and confirms; each answer counts its tokens.
 func bookingAgent(stt *scripted.STT) calls.AgentFunc {
 	return func(context.Context) (*runtime.Agent, func(), error) {
-		voice, err := scripted.NewTTS(scripted.WithWordsPerSecond(4))
+		// 2.5 words a second: the greeting lasts some 11 s, time enough
+		// for the caller to cut in on a busy machine.
+		voice, err := scripted.NewTTS()
 		if err != nil {
 			return nil, nil, err
 		}
@@ -58,6 +60,8 @@ func bookingAgent(stt *scripted.STT) calls.AgentFunc {
 			switch {
 			case last.Kind == llm.KindToolResult:
 				return scripted.Response{TTFB: 30 * time.Millisecond, Text: "You are booked for seven.", Usage: &llm.Usage{InputTokens: 120, OutputTokens: 9}}
+			case len(items) > 3: // the resumed call: the conversation so far is above
+				return scripted.Response{TTFB: 30 * time.Millisecond, Text: "Sorry, we were cut off."}
 			case strings.Contains(last.Text, "Book"):
 				return scripted.Response{TTFB: 30 * time.Millisecond, Text: "Let me book that.",
 					ToolCalls: []scripted.Call{{Name: "book_table", Args: map[string]any{"party": 2, "time": "19:00"}}},
