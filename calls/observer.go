@@ -80,14 +80,14 @@ func (c *Call) watch() {
 }
 
 // closeObservers ends the observers of a call whose session never ran
-// (its bus never closes) or was never made.
+// (its bus never closes, so their subscriptions would not end) or was
+// never made.
 func (c *Call) closeObservers() {
-	if c.sess == nil || len(c.obsSubs) < len(c.observers) {
-		// Made, never subscribed: nothing will close them.
-		for _, o := range c.observers[len(c.obsSubs):] {
-			o.Close()
-		}
+	// Those made but never subscribed: no goroutine will close them.
+	for _, o := range c.observers[len(c.obsSubs):] {
+		o.Close()
 	}
+	// The others' goroutines close them once their subscriptions end.
 	for _, s := range c.obsSubs {
 		s.Close()
 	}
