@@ -160,12 +160,16 @@ type Call struct {
 	sess    *runtime.Session
 	release func()
 	sub     *events.Subscription
-	log     *eventLog
-	cp      *handoff.Checkpointer
-	resumed *handoff.Snapshot
-	done    chan struct{} // closed once ended and the session stopped
-	endedC  chan struct{} // closed by finish
-	stored  chan struct{} // closed once runStore has returned: no more checkpoint writes
+	// observers watch the session's events (WithObserver), each on a
+	// subscription of obsSubs.
+	observers []Observer
+	obsSubs   []*events.Subscription
+	log       *eventLog
+	cp        *handoff.Checkpointer
+	resumed   *handoff.Snapshot
+	done      chan struct{} // closed once ended and the session stopped
+	endedC    chan struct{} // closed by finish
+	stored    chan struct{} // closed once runStore has returned: no more checkpoint writes
 
 	playing atomic.Bool // a turn's audio is playing
 
@@ -216,6 +220,7 @@ func (h *Host) Start(ctx context.Context, spec Spec, line Line) (*Call, error) {
 		// Closed while the session was made: it never ran.
 		c.cancel()
 		c.sub.Close()
+		c.closeObservers()
 		close(c.endedC)
 		c.release()
 		if c.cp != nil {
@@ -243,6 +248,13 @@ func (c *Call) prepare(ctx context.Context, spec Spec) error {
 	if release == nil {
 		release = func() {}
 	}
+	obsFacts := c.makeObservers(spec)
+	made := false
+	defer func() {
+		if !made {
+			c.closeObservers()
+		}
+	}()
 	opts := []runtime.Option{
 		runtime.WithID(c.id),
 		runtime.WithOutput(c.line, spec.OutputRate),
@@ -264,6 +276,9 @@ func (c *Call) prepare(ctx context.Context, spec Spec) error {
 	opts = append(append(opts, c.h.cfg.sessionOpts...), spec.Options...)
 	if c.h.cfg.store != nil {
 		facts := map[string]string{"kind": spec.Kind}
+		for k, v := range obsFacts {
+			facts[k] = v
+		}
 		for k, v := range spec.Facts {
 			facts[k] = v
 		}
@@ -295,6 +310,8 @@ func (c *Call) prepare(ctx context.Context, spec Spec) error {
 	c.release = release
 	c.sub = c.sess.Subscribe(eventBuffer)
 	c.h.wg.Go(c.pump)
+	c.watch()
+	made = true
 	return nil
 }
 
@@ -518,6 +535,7 @@ func (c *Call) finish(reason string, how ending) {
 		c.cancel()
 		if !ran {
 			c.sub.Close() // Run never closed the bus: end the pump here
+			c.closeObservers()
 			c.release()
 		}
 		if c.cp != nil && ran && how != endLost {

@@ -56,6 +56,7 @@ type config struct {
 	worker      string
 	keys        []handoff.Key
 	words       map[Origin]string
+	observers   []ObserverFunc
 }
 
 // Option configures a Host.

@@ -18,10 +18,13 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel"
+
 	"github.com/holdline/holdline/calls"
 	"github.com/holdline/holdline/carrier"
 	"github.com/holdline/holdline/server"
 	hsip "github.com/holdline/holdline/sip"
+	"github.com/holdline/holdline/tracing"
 	"github.com/holdline/holdline/webrtc"
 )
 
@@ -57,6 +60,7 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 	storeSpec := fs.String("store", "", "where sessions are checkpointed to outlive this worker: `file:PATH`, redis://HOST:PORT (workers sharing it take over each other's sessions), or none (default: a file under the user's cache, one per HTTP port)")
 	worker := fs.String("worker", workerName(), "this worker's `NAME` in the store's leases")
 	verbose := fs.Bool("v", false, "log debug detail")
+	traceContent := fs.Bool("trace-content", false, "with tracing on (OTEL_EXPORTER_OTLP_ENDPOINT), put what was said in the spans: tool arguments, the caller's transcripts, the agent's words")
 	var pf providerFlags
 	pf.register(fs)
 	var tf turnFlags
@@ -217,6 +221,28 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 		defer st.Close()
 		hopts = append(hopts, calls.WithStore(st, *worker, key))
 	}
+	// Tracing only when the OTEL_* variables ask for it: otherwise no
+	// exporter and no provider exist at all.
+	exporter, err := tracing.FromEnv(ctx)
+	if err != nil {
+		return err
+	}
+	if exporter != nil {
+		// Deferred before the host's Close, so run after it: the calls'
+		// last spans are ended by then, and flushed here.
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), tracing.ShutdownTimeout)
+			defer cancel()
+			if err := exporter.Shutdown(sctx); err != nil {
+				logger.Warn("tracing: spans not all sent at shutdown", "err", err)
+			}
+		}()
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { logger.Warn("tracing", "err", err) }))
+		tr := tracing.New(exporter.TracerProvider(), tracing.WithContent(*traceContent), tracing.WithLogger(logger))
+		hopts = append(hopts, calls.WithObserver(tr.Observer))
+	} else if *traceContent {
+		logger.Warn("--trace-content: tracing is off (set OTEL_EXPORTER_OTLP_ENDPOINT to turn it on)")
+	}
 	host, err := calls.New(newAgent, hopts...)
 	if err != nil {
 		return err
@@ -295,6 +321,7 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 	hs := &http.Server{Handler: root, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "Holdline is serving the %s agent at %s\n", *name, browseURL(ln.Addr()))
 	pf.printEngines(stdout, probe.roles)
+	printTracing(stdout, exporter, *traceContent)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {
@@ -313,6 +340,20 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	return nil
+}
+
+// printTracing says whether spans are exported, and where: the endpoint
+// without its credentials; the headers (which hold them) never.
+func printTracing(w io.Writer, x *tracing.Exporter, content bool) {
+	if x == nil {
+		fmt.Fprintln(w, "Tracing is off (set OTEL_EXPORTER_OTLP_ENDPOINT to export OpenTelemetry traces)")
+		return
+	}
+	what := "without what was said"
+	if content {
+		what = "with what was said (--trace-content)"
+	}
+	fmt.Fprintf(w, "Tracing is on: spans %s go to %s (OTLP/HTTP)\n", what, x.Endpoint())
 }
 
 // serveAddress is where serve listens: addr, or its port on 127.0.0.1 when

@@ -16,6 +16,8 @@ import (
 
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/internal/freeport"
+	"github.com/holdline/holdline/tracing"
+	"github.com/holdline/holdline/tracing/tracingtest"
 	"github.com/holdline/holdline/webrtc/rtctest"
 )
 
@@ -194,4 +196,90 @@ func TestServeRefusesTURNSettingsThatCannotWork(t *testing.T) {
 			t.Errorf("%q: the secret was printed: %v\n%s%s", tc.args, err, out.String(), errs.String())
 		}
 	}
+}
+
+// With OTEL_EXPORTER_OTLP_ENDPOINT set, serve says where spans go (not
+// the headers' credentials), traces a call, with its tool's arguments
+// under --trace-content, and sends the last spans when it stops.
+func TestServeExportsTracesWhenTheEnvironmentAsks(t *testing.T) {
+	rcv := tracingtest.NewReceiver()
+	defer rcv.Close()
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("HOLDLINE_TOKEN", "")
+	for _, k := range []string{"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.URL())
+	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20serve-test-secret")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(runCtx, []string{"serve", "--agent", "booking", "--http", "127.0.0.1:0", "--tts", "demo", "--stt", "demo", "--trace-content", "--store", "none"},
+			strings.NewReader(""), outW, io.Discard)
+		outW.Close()
+	}()
+	out := bufio.NewReader(outR)
+	var url, tracingLine string
+	for tracingLine == "" {
+		line, err := out.ReadString('\n')
+		if err != nil {
+			t.Fatalf("serve printed no tracing line: %v (%v)", err, <-done)
+		}
+		if i := strings.Index(line, "http://"); url == "" && i >= 0 {
+			url = strings.TrimSuffix(strings.TrimSpace(line[i:]), "/")
+		}
+		if strings.HasPrefix(line, "Tracing") {
+			tracingLine = line
+		}
+	}
+	go io.Copy(io.Discard, out)
+	if !strings.Contains(tracingLine, "on") || !strings.Contains(tracingLine, rcv.URL()+"/v1/traces") || strings.Contains(tracingLine, "serve-test-secret") {
+		t.Errorf("serve printed %q; want tracing on, the endpoint, no credentials", tracingLine)
+	}
+	c, err := rtctest.Dial(ctx, url, rtctest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SendText("Book a table for two at seven"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitEvent(ctx, func(e events.Event) bool { return e.Kind == events.ToolTerminal && e.Tool == "book_table" }); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("serve ended with %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("serve did not stop")
+	}
+	// Stopped: the session's span and the tool's were flushed by now.
+	names := map[string]tracingtest.Span{}
+	for _, s := range rcv.Spans() {
+		names[s.Name] = s
+	}
+	tool, ok := names["execute_tool book_table"]
+	if _, root := names[tracing.SpanSession]; !root || !ok {
+		t.Fatalf("spans received when serve stopped: %v; want the session and the tool", keys(names))
+	}
+	args, _ := tool.Attrs["gen_ai.tool.call.arguments"].(string)
+	t.Logf("%d spans; the tool's arguments: %s", len(rcv.Spans()), args)
+	if !strings.Contains(args, "7") && !strings.Contains(args, "19") {
+		t.Errorf("the tool's arguments under --trace-content: %q", args)
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }

@@ -94,8 +94,13 @@ type Event struct {
 	Tool     string `json:"tool,omitempty"`
 	State    string `json:"state,omitempty"`
 	Provider string `json:"provider,omitempty"`
-	Error    string `json:"error,omitempty"`
-	Count    int    `json:"count,omitempty"`
+	// Policy and Key are a tool call's interrupt policy and idempotency
+	// key, for tool_requested: what a trace or a log needs to tell a
+	// repeated mutation from a new one without the arguments.
+	Policy string `json:"policy,omitempty"`
+	Key    string `json:"key,omitempty"`
+	Error  string `json:"error,omitempty"`
+	Count  int    `json:"count,omitempty"`
 	// Played is how much of the turn's audio had been played, for playout
 	// events.
 	Played time.Duration `json:"played_ns,omitempty"`

@@ -113,6 +113,10 @@ func WithSymmetricRTP() Option { return func(c *config) error { c.symmetric = tr
 // paces at normal priority. Linux only.
 func WithRealtimePacing() Option { return func(c *config) error { c.realtime = true; return nil } }
 
+// WithObserver has fn make an observer of every call's events (tracing):
+// calls.WithObserver.
+func WithObserver(fn calls.ObserverFunc) Option { return hostOption(calls.WithObserver(fn)) }
+
 // WithSessionOptions adds options to every call's runtime.Session.
 func WithSessionOptions(opts ...runtime.Option) Option {
 	return hostOption(calls.WithSessionOptions(opts...))

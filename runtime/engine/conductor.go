@@ -805,7 +805,8 @@ func (c *conductor) requestCall(t *turnState, call llm.ToolCall) {
 		item: llm.Item{Kind: llm.KindToolCall, CallID: rec.ID, Name: rec.Tool, Arguments: rec.Args},
 		call: cs,
 	})
-	c.emit(events.Event{Kind: events.ToolRequested, Epoch: t.epoch, CallID: rec.ID, Tool: rec.Tool, Text: string(rec.Args)})
+	c.emit(events.Event{Kind: events.ToolRequested, Epoch: t.epoch, CallID: rec.ID, Tool: rec.Tool, Text: string(rec.Args),
+		Policy: string(rec.Policy), Key: rec.Key})
 
 	if !known {
 		c.finishCall(cs, tools.Outcome{State: tools.StateFailed, IsError: true,
