@@ -100,6 +100,15 @@ func TestHandoffKeepsFinishedResultsAndDeliversPendingOnes(t *testing.T) {
 				// The ticket lands after the handoff: billing is told.
 				h.waitFor(events.ToolCommitted, func(e events.Event) bool { return e.CallID == "t1" }, 10*time.Second)
 				h.waitFor(events.Idle, nil, 10*time.Second)
+				// Each turn's breakdown names the agent that answered, the
+				// front desk's too, though they settle after the handoff.
+				var agents []string
+				for _, e := range h.all(events.TurnMetrics) {
+					agents = append(agents, e.Turn.Agent)
+				}
+				if len(agents) < 3 || agents[0] != "front-desk" || agents[1] != "front-desk" || agents[len(agents)-1] != "billing" {
+					t.Errorf("the turns' breakdowns name agents %q; want the front desk's two turns, then billing", agents)
+				}
 				reqs := billingModel.Requests()
 				if len(reqs) == 0 {
 					t.Fatal("billing was never asked anything")

@@ -1185,6 +1185,9 @@ func (c *conductor) startTurn(why string, reason llm.Reason, extra string) {
 	if reason == llm.ReasonUserTurn {
 		t.stages, c.userStages = c.userStages, events.Turn{}
 	}
+	// The agent that answers, not the one there when the turn settles
+	// (a handoff may come between).
+	t.stages.Agent = c.agent.Name
 	c.turns = append(c.turns, t)
 	c.emit(events.Event{Kind: events.TurnStarted, Epoch: t.epoch})
 	req := c.buildRequest(reason, extra)
@@ -1331,7 +1334,9 @@ func (t *turnState) reached(in StageReached, start time.Time) {
 // emitTurnMetrics reports the settled turn's latency breakdown.
 func (c *conductor) emitTurnMetrics(t *turnState) {
 	m := t.stages
-	m.Agent = c.agent.Name
+	if m.Agent == "" {
+		m.Agent = c.agent.Name
+	}
 	// Holdline's own time: the endpoint to the request (none when a
 	// speculative request left before the endpoint), and the voice's
 	// first audio to the line's queue.

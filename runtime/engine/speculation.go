@@ -167,6 +167,7 @@ func (c *conductor) useSpeculation(text string) bool {
 	c.sent = c.render(true, true) // marks what the request showed
 	t := &turnState{handle: s.handle, epoch: s.epoch}
 	t.stages, c.userStages = c.userStages, events.Turn{}
+	t.stages.Agent = c.agent.Name
 	c.turns = append(c.turns, t)
 	c.emit(events.Event{Kind: events.SpeculationUsed, Epoch: s.epoch, Delay: c.clock.Now().Sub(s.started)})
 	c.emit(events.Event{Kind: events.TurnStarted, Epoch: t.epoch})

@@ -92,12 +92,20 @@
     return n;
   }
 
-  // stages is a turn_metrics event's reached stages, in order.
+  // stagesOf is a turn_metrics event's reached stages, in the order they
+  // were reached. A speculative answer asks the model before the endpoint
+  // and is queued before it too: its endpoint then comes late, and the
+  // step that ends there is named for what it waited on, not
+  // "endpointing", so no step is ever negative.
   function stagesOf(turn) {
     const out = [];
-    for (const [key, name, step] of STAGES) {
+    STAGES.forEach(([key, name, step], rank) => {
       const v = turn && turn[key];
-      if (typeof v === 'number' && v > 0) out.push({ key, name, step, at: v });
+      if (typeof v === 'number' && v > 0) out.push({ key, name, step, rank, at: v });
+    });
+    out.sort((a, b) => a.at - b.at || a.rank - b.rank);
+    for (let i = 1; i < out.length; i++) {
+      if (out[i - 1].rank > out[i].rank) out[i].step = `to ${out[i].name}`;
     }
     return out;
   }
