@@ -65,7 +65,15 @@ func TestBenchLatencyMeasuresEveryTurnAboveTheFloor(t *testing.T) {
 			{"speech_stopped", "model_asked", "user_turn", "playout_started"},
 		} {
 			for k := 1; k < len(chain); k++ {
-				if at[chain[k]] < at[chain[k-1]]-1 { // a millisecond for the two clocks' notes
+				// A millisecond for the two clocks' notes; five where the
+				// caller heard the audio before the session's event about
+				// it, which is stamped when its mailbox takes the player's
+				// note, a little later on a loaded machine.
+				slack := 1.0
+				if chain[k] == "heard" {
+					slack = 5
+				}
+				if at[chain[k]] < at[chain[k-1]]-slack {
 					t.Errorf("turn %d: %s at %v ms, before %s at %v ms", i+1, chain[k], at[chain[k]], chain[k-1], at[chain[k-1]])
 				}
 			}
@@ -157,7 +165,11 @@ func TestBenchLatencyOnLocalEnginesBreaksEveryTurnDown(t *testing.T) {
 		at := turn.AtMS
 		order := []string{"request", "first_token", "first_phrase", "voice_first_audio", "queued", "playout_started", "heard"}
 		for i := 1; i < len(order); i++ {
-			if at[order[i]] < at[order[i-1]] {
+			slack := 0.0
+			if order[i] == "heard" {
+				slack = 5 // the session's event is stamped when its mailbox takes it
+			}
+			if at[order[i]] < at[order[i-1]]-slack {
 				t.Errorf("turn %d: %s at %v ms before %s at %v ms", turn.Turn, order[i], at[order[i]], order[i-1], at[order[i-1]])
 			}
 		}

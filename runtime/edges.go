@@ -90,6 +90,19 @@ func (g generation) reach(stage engine.Stage, provider string) {
 	}
 }
 
+// queued reports the voice's first audio, which came back at first and
+// is queued now, in one input: it goes into the mailbox just ahead of the
+// player's note that the audio started playing, which it must not hold up.
+func (g generation) queued(first time.Time) {
+	g.stages.mu.Lock()
+	seen := g.stages.seen[engine.StageQueued]
+	g.stages.seen[engine.StageVoiceFirstAudio], g.stages.seen[engine.StageQueued] = true, true
+	g.stages.mu.Unlock()
+	if !seen {
+		g.s.post(engine.StageReached{Epoch: g.epoch, Stage: engine.StageQueued, At: g.s.cfg.Clock.Now(), VoiceFirstAudio: first})
+	}
+}
+
 // providerName names a provider for the turn's breakdown and metrics: its
 // Name, or its Go type.
 func providerName(p any) string {
@@ -284,7 +297,7 @@ func (g generation) speak(ctx context.Context, pieces <-chan piece) {
 		case len(p.audio) > 0:
 			voice.begin(offset)
 			// A speaking model is its own voice.
-			g.reach(engine.StageVoiceFirstAudio, "")
+			first := g.s.cfg.Clock.Now()
 			d, err := out.enqueue(ctx, p.audio, p.rate)
 			if err != nil {
 				if ctx.Err() == nil && failed == nil {
@@ -293,7 +306,7 @@ func (g generation) speak(ctx context.Context, pieces <-chan piece) {
 				continue
 			}
 			offset += d
-			g.reach(engine.StageQueued, "")
+			g.queued(first)
 			g.postWords(voice.timed(offset, false))
 			continue
 		}
@@ -391,12 +404,12 @@ func (g generation) synthesize(ctx context.Context, synth tts.Synthesizer, text 
 		if len(chunk.Audio.Samples) == 0 {
 			continue
 		}
-		g.reach(engine.StageVoiceFirstAudio, "")
+		first := g.s.cfg.Clock.Now()
 		var d time.Duration
 		if d, err = out.enqueue(ctx, chunk.Audio.Samples, chunk.Audio.SampleRate); err != nil {
 			break
 		}
-		g.reach(engine.StageQueued, "")
+		g.queued(first)
 		offset += d
 	}
 	if stream != nil {

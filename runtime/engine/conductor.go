@@ -1323,6 +1323,9 @@ func (t *turnState) reached(in StageReached, start time.Time) {
 		at = &t.stages.VoiceFirstAudio
 	case StageQueued:
 		at = &t.stages.Queued
+		if !in.VoiceFirstAudio.IsZero() && t.stages.VoiceFirstAudio == 0 {
+			t.stages.VoiceFirstAudio = stamp(in.VoiceFirstAudio.Sub(start))
+		}
 	default:
 		return
 	}

@@ -155,6 +155,9 @@ type StageReached struct {
 	// Provider names the model (StageRequest) or the voice
 	// (StageFirstPhrase) that took the turn.
 	Provider string
+	// VoiceFirstAudio, with StageQueued, is when the audio queued came
+	// back from the voice (StageVoiceFirstAudio, reported with it).
+	VoiceFirstAudio time.Time
 }
 
 // ModelUsage is the model's own count of turn Epoch's request and answer
