@@ -571,11 +571,14 @@ func serveSIP(ctx context.Context, listeners []sipListen, tlsCfg *tls.Config, al
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, len(listeners))
 	for _, l := range listeners {
-		scheme := "sip"
-		if l.network == "tls" {
-			scheme = "sips"
+		uri := "sip:agent@" + l.localAddr().String()
+		switch l.network {
+		case "tcp":
+			uri += ";transport=tcp"
+		case "tls":
+			uri = "sips:agent@" + l.localAddr().String()
 		}
-		fmt.Fprintf(stdout, "Holdline is answering phone calls for the %s agent at %s:agent@%s (%s)\n", name, scheme, l.localAddr(), strings.ToUpper(l.network))
+		fmt.Fprintf(stdout, "Holdline is answering phone calls for the %s agent at %s (%s)\n", name, uri, strings.ToUpper(l.network))
 		go func() {
 			switch l.network {
 			case "udp":

@@ -68,9 +68,14 @@ func greeter(context.Context) (*runtime.Agent, func(), error) {
 // server's address and its log.
 func serveOn(t *testing.T, network string, cfg *tls.Config, opts ...sip.Option) (*sip.Server, netip.AddrPort, *logBuffer) {
 	t.Helper()
+	return serveAgentOn(t, greeter, network, cfg, opts...)
+}
+
+func serveAgentOn(t *testing.T, newAgent sip.AgentFunc, network string, cfg *tls.Config, opts ...sip.Option) (*sip.Server, netip.AddrPort, *logBuffer) {
+	t.Helper()
 	logs := &logBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	srv, err := sip.New(greeter, append([]sip.Option{sip.WithLogger(logger)}, opts...)...)
+	srv, err := sip.New(newAgent, append([]sip.Option{sip.WithLogger(logger)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,6 +190,89 @@ func TestSippTCPCallIsAnswered(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	runSipp(t, ctx, tcpScenario, addr, "-t", "t1", "-m", "1", "-max_socket", "4")
+	waitNoCalls(t, srv)
+}
+
+// tcpHangUpScenario is a sipp UAC over TCP whose Contact names a port
+// nothing listens on: the agent's BYE reaches it only over the
+// connection the call came in on.
+const tcpHangUpScenario = `<?xml version="1.0" encoding="ISO-8859-1" ?>
+<scenario name="holdline uac tcp, hung up on">
+  <send>
+    <![CDATA[
+      INVITE sip:agent@[remote_ip]:[remote_port];transport=tcp SIP/2.0
+      Via: SIP/2.0/[transport] [local_ip]:[local_port];branch=[branch]
+      From: caller <sip:caller@[local_ip]:[local_port]>;tag=[pid]SIPpTag00[call_number]
+      To: agent <sip:agent@[remote_ip]:[remote_port]>
+      Call-ID: [call_id]
+      CSeq: 1 INVITE
+      Contact: <sip:caller@127.0.0.1:9;transport=tcp>
+      Max-Forwards: 70
+      Content-Type: application/sdp
+      Content-Length: [len]
+
+      v=0
+      o=user1 53655765 2353687637 IN IP[local_ip_type] [local_ip]
+      s=-
+      c=IN IP[media_ip_type] [media_ip]
+      t=0 0
+      m=audio [media_port] RTP/AVP 8
+      a=rtpmap:8 PCMA/8000
+      a=sendrecv
+    ]]>
+  </send>
+  <recv response="100" optional="true"/>
+  <recv response="200" rtd="true"/>
+  <send>
+    <![CDATA[
+      ACK sip:agent@[remote_ip]:[remote_port];transport=tcp SIP/2.0
+      Via: SIP/2.0/[transport] [local_ip]:[local_port];branch=[branch]
+      From: caller <sip:caller@[local_ip]:[local_port]>;tag=[pid]SIPpTag00[call_number]
+      To: agent <sip:agent@[remote_ip]:[remote_port]>[peer_tag_param]
+      Call-ID: [call_id]
+      CSeq: 1 ACK
+      Contact: <sip:caller@127.0.0.1:9;transport=tcp>
+      Max-Forwards: 70
+      Content-Length: 0
+    ]]>
+  </send>
+  <recv request="BYE"/>
+  <send>
+    <![CDATA[
+      SIP/2.0 200 OK
+      [last_Via:]
+      [last_From:]
+      [last_To:]
+      [last_Call-ID:]
+      [last_CSeq:]
+      Content-Length: 0
+    ]]>
+  </send>
+</scenario>
+`
+
+// The agent hangs up a call that came in over TCP: its BYE goes back
+// over the call's connection, not to a new one to the caller's Contact.
+func TestSippTCPAgentHangsUpOverTheConnection(t *testing.T) {
+	needSipp(t)
+	hangUpSoon := func(ctx context.Context) (*runtime.Agent, func(), error) {
+		a, release, err := greeter(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		a.OnEnter = func(ctx context.Context, s *runtime.Session) error {
+			go func() {
+				time.Sleep(time.Second)
+				_ = s.End(context.Background(), "done")
+			}()
+			return nil
+		}
+		return a, release, nil
+	}
+	srv, addr, _ := serveAgentOn(t, hangUpSoon, "tcp", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	runSipp(t, ctx, tcpHangUpScenario, addr, "-t", "t1", "-m", "1", "-max_socket", "4")
 	waitNoCalls(t, srv)
 }
 
