@@ -2,7 +2,10 @@
 // emiago/sipgo, and an RTP media leg of its own, because exact playout
 // timing is what echo cancellation and context truncation depend on.
 //
-// A Server takes INVITEs (UDP): an offer with PCMU, PCMA or Opus audio is
+// A Server takes INVITEs over UDP, TCP and TLS (ServeUDP, ServeTCP,
+// ServeTLS; on a connection, responses and in-dialog requests go back
+// over it), advertising WithPublicAddr's address behind NAT and binding
+// RTP in WithRTPPorts's range (503 when it is used up): an offer with PCMU, PCMA or Opus audio is
 // answered with 200 OK and the codec the offerer preferred among those
 // (plus telephone-event when offered); each call gets a runtime.Session
 // whose output is the leg and whose input is the caller's RTP. Errors are
