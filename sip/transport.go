@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"strconv"
@@ -156,13 +157,13 @@ func (s *Server) serveListener(ctx context.Context, ln net.Listener, serve func(
 type handshakeListener struct {
 	net.Listener
 	cfg   *tls.Config
-	log   interface{ Warn(string, ...any) }
+	log   *slog.Logger
 	ready chan net.Conn
 	done  chan struct{}
 	err   error // why Accept failed; read once done is closed
 }
 
-func newHandshakeListener(ln net.Listener, cfg *tls.Config, log interface{ Warn(string, ...any) }) *handshakeListener {
+func newHandshakeListener(ln net.Listener, cfg *tls.Config, log *slog.Logger) *handshakeListener {
 	l := &handshakeListener{Listener: ln, cfg: cfg, log: log, ready: make(chan net.Conn), done: make(chan struct{})}
 	go l.acceptLoop()
 	return l
@@ -188,6 +189,14 @@ func (l *handshakeListener) handshake(c net.Conn) {
 	tc := tls.Server(c, l.cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
 	defer cancel()
+	// A listener closed gives up its handshakes under way too.
+	go func() {
+		select {
+		case <-l.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	if err := tc.HandshakeContext(ctx); err != nil {
 		l.log.Warn("SIP TLS handshake failed: connection dropped", "remote", c.RemoteAddr().String(), "err", err)
 		c.Close()
