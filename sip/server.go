@@ -439,7 +439,7 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 		s.cfg.log.Warn("call refused", "call_id", callID(req), "err", err)
 		_ = dlg.Respond(503, "Service Unavailable", nil,
 			sipmsg.NewHeader("Retry-After", rtpRetryAfter),
-			sipmsg.NewHeader("Warning", fmt.Sprintf("399 holdline %q", "no RTP port free: "+err.Error())))
+			sipmsg.NewHeader("Warning", fmt.Sprintf("399 holdline %q", strings.TrimPrefix(err.Error(), "sip: "))))
 		return
 	}
 	if err != nil {
