@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	goruntime "runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -50,7 +52,11 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 		"the server's side and the client's, gets credentials of its own that expire (default: $HOLDLINE_TURN_SECRET; prefer it: a flag shows in ps)")
 	turnURLs := fs.String("turn-urls", "", "the TURN server(s) --turn-secret is for, comma-separated `URLs` (turn:host:3478,turns:host:5349)")
 	turnTTL := fs.Duration("turn-ttl", webrtc.DefaultTURNCredentialTTL, "how long minted TURN credentials last: longer than a call and its resume window")
-	sipAddr := fs.String("sip", "", "also answer phone calls: `udp:ADDR` (e.g. udp:0.0.0.0:5060)")
+	sipAddr := fs.String("sip", "", "also answer phone calls on these `LISTENERS`, comma-separated: udp:ADDR, tcp:ADDR, tls:ADDR (e.g. udp:0.0.0.0:5060,tls:0.0.0.0:5061)")
+	sipCert := fs.String("sip-cert", "", "the TLS certificate `FILE` (PEM, with its chain) of a tls: listener")
+	sipKey := fs.String("sip-key", "", "the private key `FILE` (PEM) of --sip-cert")
+	sipPublic := fs.String("sip-public-addr", "", "advertise `HOST[:PORT]` in Contact, Via and the SDP instead of the listeners' addresses, and send RTP where the caller's comes from (a server behind NAT; HOST an IP address)")
+	rtpPorts := fs.String("rtp-ports", "", "bind calls' RTP in the port range `LOW-HIGH` (one port a call; when all are in use, INVITEs get 503) (default: any)")
 	sipAllow := fs.String("sip-allow", "", "accept INVITEs only from these `CIDRs` (comma-separated: a trunk's addresses)")
 	rtpTimeout := fs.Duration("rtp-timeout", hsip.DefaultRTPTimeout, "hang up a call whose caller sent no RTP for this long")
 	rtpRealtime := fs.Bool("rtp-realtime", false, "send RTP from a real-time priority thread (needs root or CAP_SYS_NICE): on time however busy the machine")
@@ -100,11 +106,28 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 			return fmt.Errorf("TELNYX_PUBLIC_KEY: %w (give the public key as Telnyx's portal shows it)", err)
 		}
 	}
-	var sipUDP string // where SIP listens, if anywhere
+	var sipSpecs []sipListen // where SIP listens, if anywhere
 	var allow []netip.Prefix
+	var sipOpts []hsip.Option
+	var sipTLS *tls.Config
 	if *sipAddr != "" {
-		if sipUDP, err = sipUDPAddr(*sipAddr); err != nil {
+		if sipSpecs, err = parseSIPListeners(*sipAddr); err != nil {
 			return err
+		}
+		if sipTLS, err = sipTLSConfig(sipSpecs, *sipCert, *sipKey); err != nil {
+			return err
+		}
+		if *sipPublic != "" {
+			// Behind NAT, the caller's SDP may name an address the NAT
+			// rewrote nothing of: answer to where its RTP comes from.
+			sipOpts = append(sipOpts, hsip.WithPublicAddr(*sipPublic), hsip.WithSymmetricRTP())
+		}
+		if *rtpPorts != "" {
+			lo, hi, err := portRange("--rtp-ports", *rtpPorts)
+			if err != nil {
+				return err
+			}
+			sipOpts = append(sipOpts, hsip.WithRTPPorts(lo, hi))
 		}
 		if allow, err = parseAllow(*sipAllow); err != nil {
 			return err
@@ -146,7 +169,7 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 		topts = append(topts, opt)
 	}
 	if *ports != "" {
-		lo, hi, err := portRange(*ports)
+		lo, hi, err := portRange("--udp-ports", *ports)
 		if err != nil {
 			return err
 		}
@@ -161,12 +184,11 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 		return addrInUse("--http", listenAddr, err)
 	}
 	defer ln.Close() // closed already once served; this is for the early returns
-	var sipConn net.PacketConn
-	if sipUDP != "" {
-		if sipConn, err = net.ListenPacket("udp", sipUDP); err != nil {
-			return addrInUse("--sip", *sipAddr, err)
+	for i := range sipSpecs {
+		if err := sipSpecs[i].listen(); err != nil {
+			return err
 		}
-		defer sipConn.Close() // likewise
+		defer sipSpecs[i].close() // likewise
 	}
 
 	// Fail now, not at the first call, when a provider cannot be built.
@@ -262,15 +284,15 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 			"call_cost", fmt.Sprintf("%.0f%% of a core", 100*probe.callCost()), "set_by", "the engines in use (--max-sessions to change)")
 	}
 
-	if sipConn != nil {
-		sopts := []hsip.Option{hsip.WithHost(host), hsip.WithRedialWindow(*redial)}
+	if len(sipSpecs) > 0 {
+		sopts := append([]hsip.Option{hsip.WithHost(host), hsip.WithRedialWindow(*redial)}, sipOpts...)
 		if *rtpRealtime {
 			sopts = append(sopts, hsip.WithRealtimePacing())
 		}
 		if *sipUser != "" {
 			sopts = append(sopts, hsip.WithDigestAuth("holdline", *sipUser, os.Getenv("HOLDLINE_SIP_PASSWORD")))
 		}
-		stopSIP, err := serveSIP(ctx, sipConn, allow, *rtpTimeout, *name, newAgent, logger, stdout, sopts...)
+		stopSIP, err := serveSIP(ctx, sipSpecs, sipTLS, allow, *rtpTimeout, *name, newAgent, logger, stdout, sopts...)
 		if err != nil {
 			return err
 		}
@@ -418,23 +440,96 @@ func isPrivateHost(host string) bool {
 	return err == nil && (ip.IsLoopback() || ip.IsPrivate())
 }
 
-func portRange(s string) (uint16, uint16, error) {
+func portRange(flag, s string) (uint16, uint16, error) {
 	lo, hi, ok := strings.Cut(s, "-")
 	a, err1 := strconv.ParseUint(lo, 10, 16)
 	b, err2 := strconv.ParseUint(hi, 10, 16)
-	if !ok || err1 != nil || err2 != nil {
-		return 0, 0, fmt.Errorf("--udp-ports %q: want MIN-MAX, e.g. 50000-50100", s)
+	if !ok || err1 != nil || err2 != nil || a == 0 || b < a {
+		return 0, 0, fmt.Errorf("%s %q: want MIN-MAX, e.g. 50000-50100", flag, s)
 	}
 	return uint16(a), uint16(b), nil
 }
 
-// sipUDPAddr is the UDP address spec ("udp:HOST:PORT") names.
-func sipUDPAddr(spec string) (string, error) {
-	network, addr, ok := strings.Cut(spec, ":")
-	if !ok || network != "udp" {
-		return "", fmt.Errorf("--sip %q: want udp:HOST:PORT (UDP is the transport served)", spec)
+// sipListen is one of --sip's listeners: its transport ("udp", "tcp",
+// "tls") and address, and once listening its socket.
+type sipListen struct {
+	network, addr string
+	pc            net.PacketConn // udp
+	ln            net.Listener   // tcp, tls
+}
+
+// parseSIPListeners reads --sip: "udp:ADDR,tcp:ADDR,tls:ADDR", each
+// transport at most once.
+func parseSIPListeners(spec string) ([]sipListen, error) {
+	var out []sipListen
+	seen := map[string]bool{}
+	for _, f := range strings.Split(spec, ",") {
+		f = strings.TrimSpace(f)
+		network, addr, ok := strings.Cut(f, ":")
+		switch {
+		case !ok || (network != "udp" && network != "tcp" && network != "tls"):
+			return nil, fmt.Errorf("--sip %q: want udp:HOST:PORT, tcp:HOST:PORT or tls:HOST:PORT, comma-separated", f)
+		case seen[network]:
+			return nil, fmt.Errorf("--sip %q: one %s listener at most", spec, network)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("--sip %q: %w", f, err)
+		}
+		seen[network] = true
+		out = append(out, sipListen{network: network, addr: addr})
 	}
-	return addr, nil
+	return out, nil
+}
+
+// sipTLSConfig loads --sip-cert and --sip-key for a tls: listener: both
+// are needed with one, and neither makes sense without.
+func sipTLSConfig(specs []sipListen, cert, key string) (*tls.Config, error) {
+	wantTLS := slices.ContainsFunc(specs, func(l sipListen) bool { return l.network == "tls" })
+	switch {
+	case !wantTLS && (cert != "" || key != ""):
+		return nil, errors.New("--sip-cert/--sip-key: no tls: listener in --sip to use them")
+	case !wantTLS:
+		return nil, nil
+	case cert == "":
+		return nil, errors.New("--sip tls:...: give its certificate with --sip-cert FILE (PEM)")
+	case key == "":
+		return nil, errors.New("--sip tls:...: give the certificate's private key with --sip-key FILE (PEM)")
+	}
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		return nil, fmt.Errorf("--sip-cert %s / --sip-key %s: %w", cert, key, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// listen opens l's socket.
+func (l *sipListen) listen() error {
+	var err error
+	if l.network == "udp" {
+		l.pc, err = net.ListenPacket("udp", l.addr)
+	} else {
+		l.ln, err = net.Listen("tcp", l.addr)
+	}
+	if err != nil {
+		return addrInUse("--sip", l.network+":"+l.addr, err)
+	}
+	return nil
+}
+
+func (l *sipListen) close() {
+	if l.pc != nil {
+		l.pc.Close()
+	}
+	if l.ln != nil {
+		l.ln.Close()
+	}
+}
+
+func (l *sipListen) localAddr() net.Addr {
+	if l.pc != nil {
+		return l.pc.LocalAddr()
+	}
+	return l.ln.Addr()
 }
 
 func parseAllow(allow string) ([]netip.Prefix, error) {
@@ -462,9 +557,9 @@ func addrInUse(flag, addr string, err error) error {
 	return fmt.Errorf("%s %s: %w", flag, addr, err)
 }
 
-// serveSIP answers phone calls on conn with the agent, until ctx ends or
-// the returned stop is called.
-func serveSIP(ctx context.Context, conn net.PacketConn, allow []netip.Prefix, rtpTimeout time.Duration, name string, newAgent hsip.AgentFunc, logger *slog.Logger, stdout io.Writer, extra ...hsip.Option) (stop func(), err error) {
+// serveSIP answers phone calls on listeners with the agent, until ctx
+// ends or the returned stop is called.
+func serveSIP(ctx context.Context, listeners []sipListen, tlsCfg *tls.Config, allow []netip.Prefix, rtpTimeout time.Duration, name string, newAgent hsip.AgentFunc, logger *slog.Logger, stdout io.Writer, extra ...hsip.Option) (stop func(), err error) {
 	opts := append([]hsip.Option{hsip.WithLogger(logger), hsip.WithRTPTimeout(rtpTimeout)}, extra...)
 	for _, p := range allow {
 		opts = append(opts, hsip.WithAllow(p))
@@ -473,15 +568,35 @@ func serveSIP(ctx context.Context, conn net.PacketConn, allow []netip.Prefix, rt
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(stdout, "Holdline is answering phone calls for the %s agent at sip:agent@%s (UDP)\n", name, conn.LocalAddr())
 	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.ServeUDP(sctx, conn) }()
+	done := make(chan error, len(listeners))
+	for _, l := range listeners {
+		uri := "sip:agent@" + l.localAddr().String()
+		switch l.network {
+		case "tcp":
+			uri += ";transport=tcp"
+		case "tls":
+			uri = "sips:agent@" + l.localAddr().String()
+		}
+		fmt.Fprintf(stdout, "Holdline is answering phone calls for the %s agent at %s (%s)\n", name, uri, strings.ToUpper(l.network))
+		go func() {
+			switch l.network {
+			case "udp":
+				done <- srv.ServeUDP(sctx, l.pc)
+			case "tcp":
+				done <- srv.ServeTCP(sctx, l.ln)
+			case "tls":
+				done <- srv.ServeTLS(sctx, l.ln, tlsCfg)
+			}
+		}()
+	}
 	return func() {
 		srv.Close()
 		cancel()
-		if err := <-done; err != nil {
-			logger.Error("SIP server", "err", err)
+		for range listeners {
+			if err := <-done; err != nil {
+				logger.Error("SIP server", "err", err)
+			}
 		}
 	}, nil
 }

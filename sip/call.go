@@ -44,6 +44,9 @@ type call struct {
 	hc     *calls.Call // the hosted call: session, checkpoints, events
 	hangUp context.CancelCauseFunc
 	target sipmsg.Uri // the other side's Contact: where in-dialog requests go
+	// transport is what an answered call came in over ("udp", "tcp",
+	// "tls"); "" for a call Holdline placed.
+	transport string
 
 	mu        sync.Mutex // guards the answer's state
 	codec     Codec
@@ -129,7 +132,7 @@ func (c *call) answerSDP(bump bool) []byte {
 	if bump {
 		c.version++
 	}
-	return Answer{Addr: c.s.cfg.mediaAddr, Port: c.leg.Port(), Codec: c.codec, TelephoneEvent: c.te,
+	return Answer{Addr: c.s.sdpAddr(), Port: c.leg.Port(), Codec: c.codec, TelephoneEvent: c.te,
 		Direction: c.direction, SessionID: c.sessionID, Version: c.version, Ptime: media.DefaultFrameDuration}.Marshal()
 }
 

@@ -50,12 +50,12 @@ func (s *Server) Call(ctx context.Context, target string) error {
 	case cli == nil:
 		return ErrNotServing
 	}
-	conn, err := listenRTP(s.cfg.mediaAddr)
+	conn, err := s.listenRTP()
 	if err != nil {
 		return err
 	}
 	sid := mrand.Uint64() >> 1
-	offer := NewOffer(s.cfg.mediaAddr, conn.LocalAddr().(*net.UDPAddr).Port, sid, 1)
+	offer := NewOffer(s.sdpAddr(), conn.LocalAddr().(*net.UDPAddr).Port, sid, 1)
 	dlg, err := cli.Invite(ctx, uri, offer, sipmsg.NewHeader("Content-Type", "application/sdp"))
 	if err != nil {
 		conn.Close()

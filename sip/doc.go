@@ -2,16 +2,19 @@
 // emiago/sipgo, and an RTP media leg of its own, because exact playout
 // timing is what echo cancellation and context truncation depend on.
 //
-// A Server takes INVITEs (UDP): an offer with PCMU, PCMA or Opus audio is
-// answered with 200 OK and the codec the offerer preferred among those
-// (plus telephone-event when offered); each call gets a runtime.Session
-// whose output is the leg and whose input is the caller's RTP. Errors are
-// answered with a status and a Warning header that says why: 400 for
-// malformed SDP, 488 for an offer without audio or without a codec in
-// common, 415 for a body that is not SDP, 403 for a source outside the
-// allowlist (WithAllow), 486 when every line is taken, and 513 with the
-// limit in its reason phrase for a message larger than the SIP stack's
-// read buffer (32,768 bytes over UDP).
+// A Server takes INVITEs over UDP, TCP and TLS (ServeUDP, ServeTCP,
+// ServeTLS; on a connection, responses and in-dialog requests go back
+// over it). Behind NAT it advertises WithPublicAddr's address, and it
+// binds RTP in WithRTPPorts's range (503 when that is used up). An offer
+// with PCMU, PCMA or Opus audio is answered with 200 OK and the codec the
+// offerer preferred among those (plus telephone-event when offered); each
+// call gets a runtime.Session whose output is the leg and whose input is
+// the caller's RTP. Errors are answered with a status and a Warning
+// header that says why: 400 for malformed SDP, 488 for an offer without
+// audio or without a codec in common, 415 for a body that is not SDP, 403
+// for a source outside the allowlist (WithAllow), 486 when every line is
+// taken, and 513 with the limit in its reason phrase for a message larger
+// than the SIP stack's read buffer (32,768 bytes over UDP).
 //
 // The leg makes one RTP packet per player frame (20 ms), so the echo
 // canceller's reference is exactly what went out, and the server's pacer,

@@ -47,6 +47,9 @@ type config struct {
 	realtime   bool
 	auth       *digestAuth
 	redial     time.Duration // WithRedialWindow
+	public     netip.Addr    // WithPublicAddr: advertised instead of the listeners'
+	publicPort int           // WithPublicAddr's port, 0 for each listener's own
+	ports      *portRange    // WithRTPPorts, nil for ephemeral ports
 	// host runs the calls (WithHost); without it the server makes one
 	// from hostOpts, and closes it.
 	host     *calls.Host
@@ -136,16 +139,19 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu      sync.Mutex
-	dialogs *sipgo.DialogServerCache // set by Serve
-	placed  *sipgo.DialogClientCache // calls Holdline places; set by Serve
-	serving chan struct{}            // closed once Serve has set the above
-	once    sync.Once
-	contact sipmsg.ContactHeader
-	calls   map[string]*call // by Call-ID
-	closed  bool
-	pacer   *pacer // every call's RTP goes out on its schedule
-	wg      sync.WaitGroup
+	mu sync.Mutex
+	// dialogs are the calls that came in, by transport ("udp", "tcp",
+	// "tls"): each transport's responses carry a Contact of its own.
+	dialogs  map[string]*sipgo.DialogServerCache
+	contacts map[string]sipmsg.ContactHeader // by transport, as dialogs
+	placed   *sipgo.DialogClientCache        // calls Holdline places; set by the first Serve
+	serving  chan struct{}                   // closed once a Serve has set the above
+	once     sync.Once
+	contact  sipmsg.ContactHeader // the first listener's: for calls Holdline places
+	calls    map[string]*call     // by Call-ID
+	closed   bool
+	pacer    *pacer // every call's RTP goes out on its schedule
+	wg       sync.WaitGroup
 }
 
 // New returns a Server that runs newAgent's agent on every call.
@@ -180,7 +186,13 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 		ua.Close()
 		return nil, fmt.Errorf("sip: %w", err)
 	}
-	client, err := sipgo.NewClient(ua, sipgo.WithClientLogger(cfg.log))
+	copts := []sipgo.ClientOption{sipgo.WithClientLogger(cfg.log)}
+	if cfg.public.IsValid() {
+		// The Via of requests Holdline sends (BYE, REFER) names where
+		// their responses can reach it.
+		copts = append(copts, sipgo.WithClientHostname(cfg.public.String()))
+	}
+	client, err := sipgo.NewClient(ua, copts...)
 	if err != nil {
 		ua.Close()
 		return nil, fmt.Errorf("sip: %w", err)
@@ -190,7 +202,8 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 		ua.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, host: host, ownHost: own, ua: ua, srv: srv, client: client, calls: map[string]*call{}, serving: make(chan struct{}), pacer: p}
+	s := &Server{cfg: cfg, host: host, ownHost: own, ua: ua, srv: srv, client: client, calls: map[string]*call{},
+		dialogs: map[string]*sipgo.DialogServerCache{}, contacts: map[string]sipmsg.ContactHeader{}, serving: make(chan struct{}), pacer: p}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	srv.OnInvite(byTheRFC(s.onInvite))
 	srv.OnAck(byTheRFC(s.onAck))
@@ -216,27 +229,13 @@ func (s *Server) ListenAndServeUDP(ctx context.Context, addr string) error {
 
 // ServeUDP serves SIP over conn until ctx ends or Close; it closes conn.
 func (s *Server) ServeUDP(ctx context.Context, conn net.PacketConn) error {
-	local, err := netip.ParseAddrPort(conn.LocalAddr().String())
-	if err != nil {
+	if err := s.listening("udp", conn.LocalAddr()); err != nil {
 		conn.Close()
-		return fmt.Errorf("sip: local address: %w", err)
+		return err
 	}
-	host := local.Addr()
-	if host.IsUnspecified() {
-		host = netip.MustParseAddr("127.0.0.1")
-	}
-	s.mu.Lock()
-	if !s.cfg.mediaAddr.IsValid() {
-		s.cfg.mediaAddr = host
-	}
-	s.contact = sipmsg.ContactHeader{Address: sipmsg.Uri{User: "holdline", Host: host.String(), Port: int(local.Port())}}
-	s.dialogs = sipgo.NewDialogServerCache(s.client, s.contact)
-	s.placed = sipgo.NewDialogClientCache(s.client, s.contact)
-	s.mu.Unlock()
-	s.once.Do(func() { close(s.serving) })
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
-	err = s.srv.ServeUDP(newGuardConn(conn, s.cfg.log))
+	err := s.srv.ServeUDP(newGuardConn(conn, s.cfg.log))
 	if ctx.Err() != nil || s.isClosed() {
 		return nil
 	}
@@ -307,6 +306,18 @@ func (s *Server) contactURI() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.contact.Address.String()
+}
+
+// contactOf is the Contact of Holdline's side of c: the one of the
+// transport c came in over.
+func (s *Server) contactOf(c *call) *sipmsg.ContactHeader {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h, ok := s.contacts[c.transport]; ok {
+		return &h
+	}
+	h := s.contact
+	return &h
 }
 
 func (s *Server) allowed(req *sipmsg.Request) bool {
@@ -384,7 +395,7 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 		}
 	}
 	s.mu.Lock()
-	busy, closed, dialogs := s.host.Len() >= s.host.MaxCalls(), s.closed, s.dialogs
+	busy, closed, dialogs := s.host.Len() >= s.host.MaxCalls(), s.closed, s.dialogs[transportKey(req)]
 	s.mu.Unlock()
 	switch {
 	case closed:
@@ -392,6 +403,9 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 		return
 	case busy:
 		respond(tx, req, 486, "Busy Here", "every line is taken")
+		return
+	case dialogs == nil:
+		respond(tx, req, 503, "Service Unavailable", "not serving "+req.Transport())
 		return
 	}
 	if len(req.Body()) == 0 {
@@ -420,7 +434,14 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 	defer dlg.Close()
 	_ = dlg.Respond(sipmsg.StatusTrying, "Trying", nil)
 
-	conn, err := listenRTP(s.cfg.mediaAddr)
+	conn, err := s.listenRTP()
+	if errors.Is(err, ErrRTPPortsExhausted) {
+		s.cfg.log.Warn("call refused", "call_id", callID(req), "err", err)
+		_ = dlg.Respond(503, "Service Unavailable", nil,
+			sipmsg.NewHeader("Retry-After", rtpRetryAfter),
+			sipmsg.NewHeader("Warning", fmt.Sprintf("399 holdline %q", strings.TrimPrefix(err.Error(), "sip: "))))
+		return
+	}
 	if err != nil {
 		s.cfg.log.Error("call refused", "call_id", callID(req), "err", err)
 		_ = dlg.Respond(500, "Server Internal Error", nil)
@@ -437,7 +458,7 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 	if resumed == nil {
 		origin = calls.Fresh
 	}
-	c, err := s.newCall(callID(req), dlg, conn, offer, chosen, mrand.Uint64()>>1, 1, resumed, origin)
+	c, err := s.newCall(callID(req), inDialog(dlg), conn, offer, chosen, mrand.Uint64()>>1, 1, resumed, origin)
 	switch {
 	case errors.Is(err, calls.ErrFull):
 		_ = dlg.Respond(486, "Busy Here", nil)
@@ -464,6 +485,7 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 	if ct := req.Contact(); ct != nil {
 		c.target = ct.Address
 	}
+	c.transport = transportKey(req)
 	c.serve(s.ctx, func() error { return dlg.RespondSDP(c.answerSDP(false)) })
 }
 
@@ -500,7 +522,7 @@ func callID(req *sipmsg.Request) string {
 
 func (s *Server) onAck(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 	s.mu.Lock()
-	dialogs := s.dialogs
+	dialogs := s.dialogs[transportKey(req)]
 	s.mu.Unlock()
 	if dialogs != nil {
 		_ = dialogs.ReadAck(req, tx)
@@ -509,9 +531,9 @@ func (s *Server) onAck(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 
 func (s *Server) onBye(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 	s.mu.Lock()
-	dialogs, placed := s.dialogs, s.placed
+	dialogs, placed := s.dialogs[transportKey(req)], s.placed
 	s.mu.Unlock()
-	if dialogs == nil {
+	if dialogs == nil || placed == nil {
 		respond(tx, req, 481, "Call/Transaction Does Not Exist", "no such call")
 		return
 	}

@@ -125,7 +125,7 @@ func (c *call) Transfer(ctx context.Context, r engine.TransferRequest) error {
 	if cfg.token != "" {
 		req.AppendHeader(sipmsg.NewHeader(HandoffHeader, cfg.token))
 	}
-	req.AppendHeader(&c.s.contact)
+	req.AppendHeader(c.s.contactOf(c))
 	tx, err := c.dlg.TransactionRequest(ctx, req)
 	if err != nil {
 		return fmt.Errorf("%w: REFER: %v", ErrTransferFailed, err)
