@@ -52,7 +52,8 @@ type runningCall struct {
 func newMetrics(h *Host) *metrics {
 	byTransport := []string{"transport"}
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
+		reg:     prometheus.NewRegistry(),
+		running: map[runningKey]runningCall{},
 		sessionsActive: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "holdline_sessions_active", Help: "Calls in progress, connected or waiting to be resumed, by transport.",
 		}, byTransport),
@@ -256,9 +257,6 @@ func (o *observer) observe(e events.Event) {
 		o.toolStart[e.CallID] = e.At
 		o.session = e.Session
 		m.runMu.Lock()
-		if m.running == nil {
-			m.running = map[runningKey]runningCall{}
-		}
 		m.running[runningKey{e.Session, e.CallID}] = runningCall{tool: e.Tool, since: e.Time}
 		m.runMu.Unlock()
 	case events.ToolTerminal:

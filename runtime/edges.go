@@ -78,28 +78,19 @@ type stageMarks struct {
 	seen [engine.StageQueued + 1]bool
 }
 
-// reach reports a stage of the turn's answer the first time it is reached,
-// read on the session clock now.
-func (g generation) reach(stage engine.Stage, provider string) {
+// reach reports a stage of the turn's answer the first time it is
+// reached, read on the session clock now. The voice's first audio is
+// reported with its queueing (StageQueued, VoiceFirstAudio), in one input:
+// it goes into the mailbox just ahead of the player's note that the audio
+// started playing, which it must not hold up.
+func (g generation) reach(in engine.StageReached) {
 	g.stages.mu.Lock()
-	seen := g.stages.seen[stage]
-	g.stages.seen[stage] = true
+	seen := g.stages.seen[in.Stage]
+	g.stages.seen[in.Stage] = true
 	g.stages.mu.Unlock()
 	if !seen {
-		g.s.post(engine.StageReached{Epoch: g.epoch, Stage: stage, At: g.s.cfg.Clock.Now(), Provider: provider})
-	}
-}
-
-// queued reports the voice's first audio, which came back at first and
-// is queued now, in one input: it goes into the mailbox just ahead of the
-// player's note that the audio started playing, which it must not hold up.
-func (g generation) queued(first time.Time) {
-	g.stages.mu.Lock()
-	seen := g.stages.seen[engine.StageQueued]
-	g.stages.seen[engine.StageVoiceFirstAudio], g.stages.seen[engine.StageQueued] = true, true
-	g.stages.mu.Unlock()
-	if !seen {
-		g.s.post(engine.StageReached{Epoch: g.epoch, Stage: engine.StageQueued, At: g.s.cfg.Clock.Now(), VoiceFirstAudio: first})
+		in.Epoch, in.At = g.epoch, g.s.cfg.Clock.Now()
+		g.s.post(in)
 	}
 }
 
@@ -197,7 +188,7 @@ func (g generation) stream(ctx context.Context, model llm.Model, req llm.Request
 		defer stall.Reset(g.s.cfg.StallTimeout)
 		return send(p)
 	}
-	g.reach(engine.StageRequest, providerName(model))
+	g.reach(engine.StageReached{Stage: engine.StageRequest, Provider: providerName(model)})
 	stream, err := model.Stream(sctx, req)
 	callsBegun := false
 	if err == nil {
@@ -213,7 +204,7 @@ func (g generation) stream(ctx context.Context, model llm.Model, req llm.Request
 				g.s.post(engine.ModelUsage{Epoch: g.epoch, TokensIn: u.InputTokens, TokensOut: u.OutputTokens})
 			}
 			if chunk.Text != "" || chunk.Transcript != "" || len(chunk.Audio.Samples) > 0 || chunk.ToolCall != nil {
-				g.reach(engine.StageFirstToken, "")
+				g.reach(engine.StageReached{Stage: engine.StageFirstToken})
 			}
 			if chunk.Text != "" {
 				started = true
@@ -306,7 +297,7 @@ func (g generation) speak(ctx context.Context, pieces <-chan piece) {
 				continue
 			}
 			offset += d
-			g.queued(first)
+			g.reach(engine.StageReached{Stage: engine.StageQueued, VoiceFirstAudio: first})
 			g.postWords(voice.timed(offset, false))
 			continue
 		}
@@ -384,7 +375,7 @@ func (g generation) synthesize(ctx context.Context, synth tts.Synthesizer, text 
 	start := offset
 	timed := false
 	sctx, stall := g.stallGuard(ctx, "speech synthesis")
-	g.reach(engine.StageFirstPhrase, providerName(synth))
+	g.reach(engine.StageReached{Stage: engine.StageFirstPhrase, Provider: providerName(synth)})
 	stream, err := synth.Synthesize(sctx, text)
 	for err == nil {
 		var chunk tts.Chunk
@@ -409,7 +400,7 @@ func (g generation) synthesize(ctx context.Context, synth tts.Synthesizer, text 
 		if d, err = out.enqueue(ctx, chunk.Audio.Samples, chunk.Audio.SampleRate); err != nil {
 			break
 		}
-		g.queued(first)
+		g.reach(engine.StageReached{Stage: engine.StageQueued, VoiceFirstAudio: first})
 		offset += d
 	}
 	if stream != nil {
