@@ -89,7 +89,10 @@ func (g generation) reach(in engine.StageReached) {
 	g.stages.seen[in.Stage] = true
 	g.stages.mu.Unlock()
 	if !seen {
-		in.Epoch, in.At = g.epoch, g.s.cfg.Clock.Now()
+		in.Epoch = g.epoch
+		if in.At.IsZero() {
+			in.At = g.s.cfg.Clock.Now()
+		}
 		g.s.post(in)
 	}
 }
@@ -273,7 +276,7 @@ func (g generation) speak(ctx context.Context, pieces <-chan piece) {
 		failed   error
 		unspoken strings.Builder
 		tries    = engine.PhraseTries{Voices: len(voices)}
-		out      = outputQueue{player: g.s.player, epoch: g.epoch}
+		out      = outputQueue{player: g.s.player, clock: g.s.cfg.Clock, epoch: g.epoch}
 		voice    voiceWords
 	)
 	for p := range pieces {
@@ -297,7 +300,7 @@ func (g generation) speak(ctx context.Context, pieces <-chan piece) {
 				continue
 			}
 			offset += d
-			g.reach(engine.StageReached{Stage: engine.StageQueued, VoiceFirstAudio: first})
+			g.reach(engine.StageReached{Stage: engine.StageQueued, At: out.queuedAt, VoiceFirstAudio: first})
 			g.postWords(voice.timed(offset, false))
 			continue
 		}
@@ -400,7 +403,7 @@ func (g generation) synthesize(ctx context.Context, synth tts.Synthesizer, text 
 		if d, err = out.enqueue(ctx, chunk.Audio.Samples, chunk.Audio.SampleRate); err != nil {
 			break
 		}
-		g.reach(engine.StageReached{Stage: engine.StageQueued, VoiceFirstAudio: first})
+		g.reach(engine.StageReached{Stage: engine.StageQueued, At: out.queuedAt, VoiceFirstAudio: first})
 		offset += d
 	}
 	if stream != nil {
@@ -441,10 +444,15 @@ func worthRetrying(err error) bool {
 // outputQueue queues a turn's audio on the player, resampled to its rate.
 type outputQueue struct {
 	player *media.Player
+	clock  engine.Clock
 	epoch  uint64
-	rs     *media.Resampler
-	rsFrom int
-	buf    []int16
+	// queuedAt is when the last samples were handed to the player, read
+	// before the handing: the player may start playing them at once, and
+	// its note must not come before their queueing.
+	queuedAt time.Time
+	rs       *media.Resampler
+	rsFrom   int
+	buf      []int16
 }
 
 // enqueue queues samples at rate and returns their duration at the output.
@@ -460,6 +468,7 @@ func (q *outputQueue) enqueue(ctx context.Context, samples []int16, rate int) (t
 		q.buf = q.rs.Process(q.buf[:0], samples)
 		samples = q.buf
 	}
+	q.queuedAt = q.clock.Now()
 	if err := q.player.Enqueue(ctx, q.epoch, samples); err != nil {
 		return 0, err
 	}
