@@ -568,8 +568,6 @@ func serveSIP(ctx context.Context, listeners []sipListen, tlsCfg *tls.Config, al
 	if err != nil {
 		return nil, err
 	}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, len(listeners))
 	for _, l := range listeners {
 		uri := "sip:agent@" + l.localAddr().String()
 		switch l.network {
@@ -579,6 +577,16 @@ func serveSIP(ctx context.Context, listeners []sipListen, tlsCfg *tls.Config, al
 			uri = "sips:agent@" + l.localAddr().String()
 		}
 		fmt.Fprintf(stdout, "Holdline is answering phone calls for the %s agent at %s (%s)\n", name, uri, strings.ToUpper(l.network))
+	}
+	return serveSIPListeners(ctx, srv, listeners, tlsCfg, logger), nil
+}
+
+// serveSIPListeners serves SIP with srv on listeners until ctx ends or
+// the returned stop is called, which closes srv.
+func serveSIPListeners(ctx context.Context, srv *hsip.Server, listeners []sipListen, tlsCfg *tls.Config, logger *slog.Logger) (stop func()) {
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, len(listeners))
+	for _, l := range listeners {
 		go func() {
 			switch l.network {
 			case "udp":
@@ -598,5 +606,5 @@ func serveSIP(ctx context.Context, listeners []sipListen, tlsCfg *tls.Config, al
 				logger.Error("SIP server", "err", err)
 			}
 		}
-	}, nil
+	}
 }

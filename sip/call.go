@@ -44,9 +44,12 @@ type call struct {
 	hc     *calls.Call // the hosted call: session, checkpoints, events
 	hangUp context.CancelCauseFunc
 	target sipmsg.Uri // the other side's Contact: where in-dialog requests go
-	// transport is what an answered call came in over ("udp", "tcp",
-	// "tls"); "" for a call Holdline placed.
+	// transport is what the call's signalling goes over ("udp", "tcp",
+	// "tls").
 	transport string
+	// contact is Holdline's Contact in a call it placed over a transport
+	// it does not listen on: the connection's own address.
+	contact *sipmsg.ContactHeader
 
 	mu        sync.Mutex // guards the answer's state
 	codec     Codec

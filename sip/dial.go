@@ -6,6 +6,8 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"net"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/emiago/sipgo"
@@ -25,7 +27,11 @@ const serveWait = 2 * time.Second
 var ErrCallFailed = errors.New("sip: call failed")
 
 // Call places a call to target ("sip:user@host:port") and runs the
-// server's agent on it until either side hangs up or ctx ends. The offer
+// server's agent on it until either side hangs up or ctx ends. A sips:
+// target, or one with ;transport=tls or ;transport=tcp, is called over
+// that transport, whether or not the server listens on it: without a
+// listener the call's Contact is the connection's own address, and the
+// callee's requests come back over that connection. The offer
 // has PCMU, PCMA, Opus and telephone-event; the callee's answer picks.
 // Call returns once the call is over: nil after a normal hang-up, an error
 // wrapping ErrCallFailed when it was not answered.
@@ -56,7 +62,12 @@ func (s *Server) Call(ctx context.Context, target string) error {
 	}
 	sid := mrand.Uint64() >> 1
 	offer := NewOffer(s.sdpAddr(), conn.LocalAddr().(*net.UDPAddr).Port, sid, 1)
-	dlg, err := cli.Invite(ctx, uri, offer, sipmsg.NewHeader("Content-Type", "application/sdp"))
+	req, transport, own, err := s.placedInvite(ctx, uri, offer)
+	if err != nil {
+		conn.Close()
+		return fmt.Errorf("sip: Call %s: %w", target, err)
+	}
+	dlg, err := cli.WriteInvite(ctx, req)
 	if err != nil {
 		conn.Close()
 		return fmt.Errorf("sip: INVITE %s: %w", target, err)
@@ -93,6 +104,7 @@ func (s *Server) Call(ctx context.Context, target string) error {
 	if err != nil {
 		return bye(err)
 	}
+	c.transport, c.contact = transport, own
 	if ct := dlg.InviteResponse.Contact(); ct != nil {
 		c.target = ct.Address
 	} else {
@@ -107,4 +119,49 @@ func (s *Server) Call(ctx context.Context, target string) error {
 	defer s.remove(c)
 	c.serve(ctx, nil)
 	return nil
+}
+
+// placedInvite is the INVITE for a call to uri: over the transport uri
+// names, with the Contact of the server's listener on it, or, when there
+// is none, of the connection the call goes out on (returned as own).
+func (s *Server) placedInvite(ctx context.Context, uri sipmsg.Uri, offer []byte) (req *sipmsg.Request, transport string, own *sipmsg.ContactHeader, err error) {
+	transport = uriTransport(uri)
+	if transport != "udp" && transport != "tcp" && transport != "tls" {
+		return nil, "", nil, fmt.Errorf("transport %q: want udp, tcp or tls", transport)
+	}
+	req = sipmsg.NewRequest(sipmsg.INVITE, uri)
+	req.SetTransport(strings.ToUpper(transport))
+	req.SetBody(offer)
+	req.AppendHeader(sipmsg.NewHeader("Content-Type", "application/sdp"))
+	s.mu.Lock()
+	contact, listening := s.contacts[transport]
+	s.mu.Unlock()
+	if listening {
+		req.AppendHeader(&contact)
+		return req, transport, nil, nil
+	}
+	if transport == "udp" {
+		return nil, "", nil, errors.New("over UDP it needs a udp listener (ServeUDP)")
+	}
+	if err := sipgo.ClientRequestBuild(s.client, req); err != nil {
+		return nil, "", nil, err
+	}
+	// Connect first: the Contact names the connection's own address.
+	conn, err := s.ua.TransportLayer().ClientRequestConnection(ctx, req)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("connecting over %s: %w", strings.ToUpper(transport), err)
+	}
+	local, err := netip.ParseAddrPort(conn.LocalAddr().String())
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("the connection's address: %w", err)
+	}
+	ct := &sipmsg.ContactHeader{Address: sipmsg.Uri{Scheme: "sip", User: "holdline", Host: local.Addr().Unmap().String(), Port: int(local.Port())}}
+	if transport == "tls" {
+		ct.Address.Scheme = "sips"
+	} else {
+		ct.Address.UriParams = sipmsg.NewParams()
+		ct.Address.UriParams.Add("transport", "tcp")
+	}
+	req.AppendHeader(ct)
+	return req, transport, ct, nil
 }

@@ -2,6 +2,7 @@ package sip
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,6 +51,7 @@ type config struct {
 	public     netip.Addr    // WithPublicAddr: advertised instead of the listeners'
 	publicPort int           // WithPublicAddr's port, 0 for each listener's own
 	ports      *portRange    // WithRTPPorts, nil for ephemeral ports
+	tlsClient  *tls.Config   // WithTLSClientConfig: for calls placed over TLS
 	// host runs the calls (WithHost); without it the server makes one
 	// from hostOpts, and closes it.
 	host     *calls.Host
@@ -177,7 +179,11 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 		own = true
 	}
 	host.AddTransport(kind)
-	ua, err := sipgo.NewUA(sipgo.WithUserAgent("Holdline"))
+	uaOpts := []sipgo.UserAgentOption{sipgo.WithUserAgent("Holdline")}
+	if cfg.tlsClient != nil {
+		uaOpts = append(uaOpts, sipgo.WithUserAgenTLSConfig(cfg.tlsClient))
+	}
+	ua, err := sipgo.NewUA(uaOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("sip: %w", err)
 	}
@@ -191,6 +197,9 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 		// The Via of requests Holdline sends (BYE, REFER) names where
 		// their responses can reach it.
 		copts = append(copts, sipgo.WithClientHostname(cfg.public.String()))
+		if cfg.publicPort != 0 {
+			copts = append(copts, sipgo.WithClientPort(cfg.publicPort))
+		}
 	}
 	client, err := sipgo.NewClient(ua, copts...)
 	if err != nil {
@@ -313,6 +322,10 @@ func (s *Server) contactURI() string {
 func (s *Server) contactOf(c *call) *sipmsg.ContactHeader {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if c.contact != nil {
+		h := *c.contact
+		return &h
+	}
 	if h, ok := s.contacts[c.transport]; ok {
 		return &h
 	}
@@ -458,7 +471,8 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 	if resumed == nil {
 		origin = calls.Fresh
 	}
-	c, err := s.newCall(callID(req), inDialog(dlg), conn, offer, chosen, mrand.Uint64()>>1, 1, resumed, origin)
+	natted := behindNAT(req, offer)
+	c, err := s.newCall(callID(req), inDialog(dlg, natted), conn, offer, chosen, mrand.Uint64()>>1, 1, resumed, origin)
 	switch {
 	case errors.Is(err, calls.ErrFull):
 		_ = dlg.Respond(486, "Busy Here", nil)
@@ -486,6 +500,11 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 		c.target = ct.Address
 	}
 	c.transport = transportKey(req)
+	if natted {
+		// A caller behind NAT gets its media where its packets come from,
+		// not where its SDP's private address says.
+		c.leg.symmetric = true
+	}
 	c.serve(s.ctx, func() error { return dlg.RespondSDP(c.answerSDP(false)) })
 }
 
@@ -533,13 +552,15 @@ func (s *Server) onBye(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 	s.mu.Lock()
 	dialogs, placed := s.dialogs[transportKey(req)], s.placed
 	s.mu.Unlock()
-	if dialogs == nil || placed == nil {
-		respond(tx, req, 481, "Call/Transaction Does Not Exist", "no such call")
+	// A call Holdline placed over a transport it does not listen on
+	// (TLS from `holdline call`) ends over that call's own connection.
+	if dialogs != nil && dialogs.ReadBye(req, tx) == nil {
 		return
 	}
-	if dialogs.ReadBye(req, tx) != nil && placed.ReadBye(req, tx) != nil {
-		respond(tx, req, 481, "Call/Transaction Does Not Exist", "no such call")
+	if placed != nil && placed.ReadBye(req, tx) == nil {
+		return
 	}
+	respond(tx, req, 481, "Call/Transaction Does Not Exist", "no such call")
 }
 
 // onReinvite takes a new offer in a call: hold, unhold, a moved address.

@@ -47,6 +47,37 @@ func WithPublicAddr(hostPort string) Option {
 	}
 }
 
+// WithTLSClientConfig sets the TLS settings of connections Holdline opens
+// (calls placed to sips: or ;transport=tls URIs): the roots that verify
+// the other side's certificate, and a client certificate if it asks for
+// one. Without it the system's roots verify, and the name verified is the
+// URI's host.
+func WithTLSClientConfig(cfg *tls.Config) Option {
+	return func(c *config) error {
+		if cfg == nil {
+			return errors.New("sip: WithTLSClientConfig: nil config")
+		}
+		c.tlsClient = cfg.Clone()
+		return nil
+	}
+}
+
+// uriTransport is the transport a request to uri goes over, as the
+// server's maps name it: "tls" for sips: (RFC 3261 §26.2) or
+// ;transport=tls, "tcp" for ;transport=tcp, else "udp".
+func uriTransport(uri sipmsg.Uri) string {
+	t := "udp"
+	if uri.UriParams != nil {
+		if v, ok := uri.UriParams.Get("transport"); ok && v != "" {
+			t = strings.ToLower(v)
+		}
+	}
+	if uri.IsEncrypted() && (t == "udp" || t == "tcp") {
+		t = "tls"
+	}
+	return t
+}
+
 // transportKey is a request's transport as the server's maps name it:
 // "udp", "tcp" or "tls".
 func transportKey(req *sipmsg.Request) string { return strings.ToLower(req.Transport()) }
@@ -219,17 +250,18 @@ func (l *handshakeListener) Accept() (net.Conn, error) {
 	}
 }
 
-// connDialog is a call that came in over TCP or TLS: the requests
-// Holdline sends in it (BYE, REFER) go back over the connection the
-// INVITE came in on, as RFC 5923 has it, rather than to a new connection
-// to the caller's Contact, which a caller behind NAT, or a phone that
-// listens on no port, cannot take.
+// connDialog is a call whose requests from Holdline (BYE, REFER) go back
+// to where the INVITE came from rather than to the caller's Contact: over
+// TCP or TLS the connection the INVITE came in on, as RFC 5923 has it,
+// and over UDP the source of a caller behind NAT (rport's address, as
+// Kamailio's fix_nated_contact would), whose Contact is a private address
+// nobody else can reach.
 type connDialog struct{ *sipgo.DialogServerSession }
 
-// inDialog is the dialog a call of d uses: d itself over UDP, whose
-// behaviour stays as it was; connDialog over a connection.
-func inDialog(d *sipgo.DialogServerSession) dialog {
-	if d.InviteRequest.Transport() == "UDP" {
+// inDialog is the dialog a call of d uses: d itself over UDP from a
+// caller not behind NAT, whose behaviour stays as it was; else connDialog.
+func inDialog(d *sipgo.DialogServerSession, natted bool) dialog {
+	if d.InviteRequest.Transport() == "UDP" && !natted {
 		return d
 	}
 	return connDialog{d}
@@ -253,4 +285,33 @@ func (d connDialog) Bye(ctx context.Context) error {
 func (d connDialog) TransactionRequest(ctx context.Context, req *sipmsg.Request) (sipmsg.ClientTransaction, error) {
 	d.viaConnection(req)
 	return d.DialogServerSession.TransactionRequest(ctx, req)
+}
+
+// behindNAT says whether the caller of req seems to be behind NAT, the way
+// Kamailio's nat_uac_test does: its SDP or Contact names a private address
+// (RFC 1918, RFC 6598 shared space, link-local) other than the one its
+// request came from.
+func behindNAT(req *sipmsg.Request, offer MediaOffer) bool {
+	src, err := netip.ParseAddrPort(req.Source())
+	if err != nil {
+		return false
+	}
+	differs := func(a netip.Addr) bool { return a.IsValid() && privateAddr(a) && a.Unmap() != src.Addr().Unmap() }
+	if differs(offer.Addr) {
+		return true
+	}
+	if ct := req.Contact(); ct != nil {
+		if a, err := netip.ParseAddr(strings.Trim(ct.Address.Host, "[]")); err == nil && differs(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// sharedAddressSpace is RFC 6598's carrier-grade NAT range.
+var sharedAddressSpace = netip.MustParsePrefix("100.64.0.0/10")
+
+func privateAddr(a netip.Addr) bool {
+	a = a.Unmap()
+	return a.IsPrivate() || a.IsLinkLocalUnicast() || sharedAddressSpace.Contains(a)
 }

@@ -24,6 +24,7 @@ import (
 	sipmsg "github.com/emiago/sipgo/sip"
 	"github.com/pion/rtp"
 
+	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/scripted"
@@ -396,6 +397,9 @@ type udpCaller struct {
 	// answered: a 2xx came, so an ACK is a transaction of its own rather
 	// than part of the INVITE's (RFC 3261 17.1.1.3).
 	answered bool
+	// contact, when set, is the Contact's host:port instead of the
+	// caller's socket: a phone behind NAT names its private address.
+	contact string
 }
 
 func newUDPCaller(t *testing.T, to netip.AddrPort) *udpCaller {
@@ -421,6 +425,13 @@ func (r *udpCaller) send(method string, cseq int, body string) {
 	ct := ""
 	if body != "" {
 		ct = "Content-Type: application/sdp\r\n"
+		if method == "INFO" {
+			ct = "Content-Type: application/dtmf-relay\r\n"
+		}
+	}
+	contact := fmt.Sprintf("127.0.0.1:%d", r.port())
+	if r.contact != "" {
+		contact = r.contact
 	}
 	branch := fmt.Sprintf("%s-%d-%s", r.id, cseq, method)
 	if method == "ACK" && !r.answered {
@@ -429,8 +440,8 @@ func (r *udpCaller) send(method string, cseq int, body string) {
 	msg := fmt.Sprintf("%s sip:agent@%s SIP/2.0\r\n"+
 		"Via: SIP/2.0/UDP 10.9.9.9:5999;rport;branch=z9hG4bK-%s\r\n"+
 		"From: <sip:caller@10.9.9.9>;tag=raw\r\nTo: <sip:agent@%s>%s\r\nCall-ID: %s\r\nCSeq: %d %s\r\n"+
-		"Contact: <sip:caller@127.0.0.1:%d>\r\nMax-Forwards: 70\r\n%sContent-Length: %d\r\n\r\n%s",
-		method, r.to, branch, r.to, toTag, r.id, cseq, method, r.port(), ct, len(body), body)
+		"Contact: <sip:caller@%s>\r\nMax-Forwards: 70\r\n%sContent-Length: %d\r\n\r\n%s",
+		method, r.to, branch, r.to, toTag, r.id, cseq, method, contact, ct, len(body), body)
 	if _, err := r.conn.WriteToUDP([]byte(msg), net.UDPAddrFromAddrPort(r.to)); err != nil {
 		r.t.Fatal(err)
 	}
@@ -509,13 +520,25 @@ func TestPublicAddrRportAndSymmetricRTP(t *testing.T) {
 	if !strings.Contains(res, "c=IN IP4 203.0.113.7") || !strings.Contains(res, "IN IP4 203.0.113.7\r\ns=") {
 		t.Errorf("the SDP does not advertise the public address:\n%s", res)
 	}
+	rtpComesBack(t, res)
+	r.send("BYE", 2, "")
+	if res := r.final(); !strings.HasPrefix(res, "SIP/2.0 200") {
+		t.Errorf("BYE answered\n%s", res)
+	}
+	waitNoCalls(t, srv)
+}
+
+// rtpComesBack sends RTP to the port the answer res names, from a socket
+// of its own (not the address the offer gave), until the call's RTP comes
+// back to that socket.
+func rtpComesBack(t *testing.T, res string) {
+	t.Helper()
 	m := regexp.MustCompile(`m=audio (\d+) `).FindStringSubmatch(res)
 	if m == nil {
 		t.Fatalf("no m= line:\n%s", res)
 	}
 	var rtpPort int
 	fmt.Sscan(m[1], &rtpPort)
-	// The caller's RTP comes from a socket of its own, not 10.255.255.1:4000.
 	media, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
@@ -545,15 +568,87 @@ func TestPublicAddrRportAndSymmetricRTP(t *testing.T) {
 		_, _ = media.WriteToUDP(b, to)
 		select {
 		case <-got:
-			r.send("BYE", 2, "")
-			if res := r.final(); !strings.HasPrefix(res, "SIP/2.0 200") {
-				t.Errorf("BYE answered\n%s", res)
-			}
-			waitNoCalls(t, srv)
 			return
 		case <-deadline:
 			t.Fatal("no RTP came back to where the caller's RTP came from")
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// endsOnAKey is the greeter, hanging up when the caller presses a key.
+func endsOnAKey(ctx context.Context) (*runtime.Agent, func(), error) {
+	a, release, err := greeter(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	a.DTMF = runtime.DTMFEventOnly
+	a.OnEnter = func(ctx context.Context, s *runtime.Session) error {
+		sub := s.Subscribe(64)
+		go func() {
+			defer sub.Close()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case e, ok := <-sub.C():
+					if !ok {
+						return
+					}
+					if e.Kind == events.DTMF {
+						_ = s.End(context.Background(), "the caller pressed "+e.Text)
+						return
+					}
+				}
+			}
+		}()
+		return s.GenerateReply(ctx, "")
+	}
+	return a, release, nil
+}
+
+// A caller behind NAT, whose SDP, Contact and Via name private addresses
+// while its packets come from elsewhere, is answered where its packets
+// come from without WithSymmetricRTP: the call's RTP, and the BYE the
+// agent sends when it hangs up, whose Via names the server's public
+// address and port.
+func TestCallerBehindNATIsAnsweredWhereItsPacketsComeFrom(t *testing.T) {
+	srv, addr, _ := serveAgentOn(t, endsOnAKey, "udp", nil, sip.WithPublicAddr("203.0.113.7:5070"))
+	r := newUDPCaller(t, addr)
+	r.contact = "192.168.77.2:5060"
+	r.send("INVITE", 1, offerSDP("192.168.77.2", 4000))
+	res := r.final()
+	if !strings.HasPrefix(res, "SIP/2.0 200") {
+		t.Fatalf("answered\n%s\nwant 200", res)
+	}
+	r.send("ACK", 1, "")
+	rtpComesBack(t, res)
+	r.send("INFO", 2, "Signal=#\r\nDuration=160\r\n")
+	if res := r.final(); !strings.HasPrefix(res, "SIP/2.0 200") {
+		t.Fatalf("INFO answered\n%s", res)
+	}
+	buf := make([]byte, 8192)
+	for {
+		_ = r.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, from, err := r.conn.ReadFromUDP(buf)
+		if err != nil {
+			t.Fatalf("no BYE reached the caller's socket: %v", err)
+		}
+		msg := string(buf[:n])
+		if !strings.HasPrefix(msg, "BYE ") {
+			continue
+		}
+		if via := header(msg, "Via"); !strings.Contains(via, "203.0.113.7:5070") {
+			t.Errorf("the BYE's Via %q does not name the public address and port", via)
+		}
+		ok := "SIP/2.0 200 OK\r\n"
+		for _, h := range []string{"Via", "From", "To", "Call-ID", "CSeq"} {
+			ok += h + ": " + header(msg, h) + "\r\n"
+		}
+		if _, err := r.conn.WriteToUDP([]byte(ok+"Content-Length: 0\r\n\r\n"), from); err != nil {
+			t.Fatal(err)
+		}
+		break
+	}
+	waitNoCalls(t, srv)
 }
