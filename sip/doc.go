@@ -34,8 +34,14 @@
 // the call from either side, and a call the agent ends is hung up with
 // BYE. A REFER from the caller is refused with 403.
 //
+// A caller that looks to be behind NAT (its SDP or Contact names a private
+// address other than its packets' source) gets symmetric RTP and
+// Holdline's requests at that source, without WithSymmetricRTP.
+//
 // Server.Call places a call (PCMU, PCMA, Opus and telephone-event offered)
-// and runs the agent on it. Transfer, called from a tool or OnEnter with
+// and runs the agent on it; a sips: or ;transport=tcp|tls target is called
+// over that transport (WithTLSClientConfig for the roots), on a connection
+// of its own when the server does not listen on it. Transfer, called from a tool or OnEnter with
 // its context, hands the call over with a blind transfer: a REFER with
 // the X-Holdline-Handoff token, tracked through its NOTIFYs, then BYE.
 //
