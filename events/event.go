@@ -75,6 +75,18 @@ const (
 	EventsDropped    Kind = "events_dropped"    // a slow subscriber lost Count events
 
 	TurnMetrics Kind = "turn_metrics" // an agent turn ended: when each of its stages was reached (Turn)
+
+	// A warm transfer's steps (sip.WarmTransfer): the caller is put on
+	// hold and the person called (Text: the target); the person answered
+	// and hears the briefing (Text: the briefing); the person accepted and
+	// the two are connected (Reason: "refer" or "bridge"); or the transfer
+	// failed and the agent is back with the caller (Reason: declined,
+	// no_answer, no_decision, hung_up or error; Error: why). Each is
+	// checkpointed, with the transfer's state in the user data.
+	TransferStarted   Kind = "transfer_started"
+	TransferBriefing  Kind = "transfer_briefing"
+	TransferConnected Kind = "transfer_connected"
+	TransferFailed    Kind = "transfer_failed"
 )
 
 // Event is one decision of the session core. Fields beyond the header are

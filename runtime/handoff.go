@@ -124,6 +124,19 @@ func (s *Session) Handoff(ctx context.Context, to *Agent, opts ...HandoffOption)
 	return nil
 }
 
+// Summary asks the current agent's model for a summary of the
+// conversation so far, as Summarize does for a handoff, within deadline (3
+// seconds when not positive): for briefing a person the call is passed to
+// (sip.WarmTransfer).
+func (s *Session) Summary(ctx context.Context, deadline time.Duration) (string, error) {
+	return s.summarize(ctx, deadline)
+}
+
+// Agent returns the agent answering now (after a handoff, the one taken
+// over to): its providers, for what the session's owner speaks or hears
+// outside the conversation (a warm transfer's briefing).
+func (s *Session) Agent() *Agent { return s.currentAgent() }
+
 // summarize asks the current agent's model for a summary of the context.
 func (s *Session) summarize(ctx context.Context, deadline time.Duration) (string, error) {
 	cc, err := s.ChatContext(ctx)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/runtime/engine"
 )
 
@@ -47,4 +48,17 @@ func (s *Session) UserData(ctx context.Context, key string, v any) (bool, error)
 		return true, fmt.Errorf("runtime: user data %q: %w", key, err)
 	}
 	return true, nil
+}
+
+// Emit puts an event of the session's owner (a transport's warm transfer
+// steps) in the session's stream, on the conductor: numbered and timed as
+// the core's own, in the current epoch, and checkpointed when its kind is
+// one that checkpoints (the transfer kinds are).
+func (s *Session) Emit(ctx context.Context, e events.Event) error {
+	_, err := onCore(ctx, s, func(k *engine.Core) struct{} {
+		e.Epoch = k.Epoch()
+		k.Emit(e)
+		return struct{}{}
+	})
+	return err
 }

@@ -48,7 +48,8 @@ var ErrStateMismatch = errors.New("runtime: state does not fit the session")
 var checkpointKinds = map[events.Kind]bool{
 	events.SessionStarted: true, events.TurnSettled: true,
 	events.ToolStarted: true, events.ToolDeferred: true, events.ToolTerminal: true, events.ToolCommitted: true,
-	events.Handoff: true,
+	events.Handoff:         true,
+	events.TransferStarted: true, events.TransferBriefing: true, events.TransferConnected: true, events.TransferFailed: true,
 }
 
 func (c *conductor) onCheckpointDone(r CheckpointDone) {
