@@ -40,71 +40,17 @@ func (s *Server) Call(ctx context.Context, target string) error {
 	if err := sipmsg.ParseUri(target, &uri); err != nil {
 		return fmt.Errorf("sip: Call %q: %w", target, err)
 	}
-	// A Serve started just before may not have set up yet.
-	select {
-	case <-s.serving:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(serveWait):
-	}
-	s.mu.Lock()
-	cli, closed := s.placed, s.closed
-	s.mu.Unlock()
-	switch {
-	case closed:
-		return fmt.Errorf("sip: Call: %w", errors.New("server closed"))
-	case cli == nil:
-		return ErrNotServing
-	}
-	conn, err := s.listenRTP()
+	d, err := s.dial(ctx, target, uri)
 	if err != nil {
 		return err
 	}
-	sid := mrand.Uint64() >> 1
-	offer := NewOffer(s.sdpAddr(), conn.LocalAddr().(*net.UDPAddr).Port, sid, 1)
-	req, transport, own, err := s.placedInvite(ctx, uri, offer)
-	if err != nil {
-		conn.Close()
-		return fmt.Errorf("sip: Call %s: %w", target, err)
-	}
-	dlg, err := cli.WriteInvite(ctx, req)
-	if err != nil {
-		conn.Close()
-		return fmt.Errorf("sip: INVITE %s: %w", target, err)
-	}
+	dlg, conn, answer, chosen, sid, bye := d.dlg, d.conn, d.answer, d.chosen, d.sid, d.bye
 	defer dlg.Close()
-	if err := dlg.WaitAnswer(ctx, sipgo.AnswerOptions{}); err != nil {
-		conn.Close()
-		var res *sipgo.ErrDialogResponse
-		if errors.As(err, &res) {
-			return fmt.Errorf("%w: %s answered %d %s", ErrCallFailed, target, res.Res.StatusCode, res.Res.Reason)
-		}
-		return fmt.Errorf("%w: %s: %v", ErrCallFailed, target, err)
-	}
-	bye := func(why error) error {
-		bctx, cancel := context.WithTimeout(context.Background(), byeTimeout)
-		defer cancel()
-		_ = dlg.Ack(bctx)
-		_ = dlg.Bye(bctx)
-		conn.Close()
-		return why
-	}
-	answer, err := ParseOffer(dlg.InviteResponse.Body())
-	if err != nil {
-		return bye(fmt.Errorf("%w: the answer's SDP: %v", ErrCallFailed, err))
-	}
-	chosen, err := Negotiate(answer, supportedCodecs)
-	if err != nil {
-		return bye(fmt.Errorf("%w: %v", ErrCallFailed, err))
-	}
-	if err := dlg.Ack(ctx); err != nil {
-		return bye(fmt.Errorf("%w: ACK: %v", ErrCallFailed, err))
-	}
 	c, err := s.newCall(dlg.InviteRequest.CallID().Value(), dlg, conn, answer, chosen, sid, 1, nil, calls.Fresh)
 	if err != nil {
 		return bye(err)
 	}
-	c.transport, c.contact = transport, own
+	c.transport, c.contact = d.transport, d.contact
 	if ct := dlg.InviteResponse.Contact(); ct != nil {
 		c.target = ct.Address
 	} else {
@@ -119,6 +65,91 @@ func (s *Server) Call(ctx context.Context, target string) error {
 	defer s.remove(c)
 	c.serve(ctx, nil)
 	return nil
+}
+
+// dialed is a call Holdline placed, answered and acknowledged, with
+// nothing running on it yet.
+type dialed struct {
+	dlg    *sipgo.DialogClientSession
+	conn   *net.UDPConn // its RTP socket
+	answer MediaOffer
+	chosen Codec
+	sid    uint64
+	// transport and contact are placedInvite's.
+	transport string
+	contact   *sipmsg.ContactHeader
+	// bye hangs up (BYE), closes the socket and forgets the dialog, and
+	// returns why.
+	bye func(why error) error
+}
+
+// dial places a call to target (uri, parsed) and waits, under ctx, for its
+// answer, which it acknowledges: what Call runs an agent on, and what a
+// warm transfer briefs a person on. Cancelling ctx before the answer
+// CANCELs the INVITE.
+func (s *Server) dial(ctx context.Context, target string, uri sipmsg.Uri) (*dialed, error) {
+	// A Serve started just before may not have set up yet.
+	select {
+	case <-s.serving:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(serveWait):
+	}
+	s.mu.Lock()
+	cli, closed := s.placed, s.closed
+	s.mu.Unlock()
+	switch {
+	case closed:
+		return nil, fmt.Errorf("sip: Call: %w", errors.New("server closed"))
+	case cli == nil:
+		return nil, ErrNotServing
+	}
+	conn, err := s.listenRTP()
+	if err != nil {
+		return nil, err
+	}
+	sid := mrand.Uint64() >> 1
+	offer := NewOffer(s.sdpAddr(), conn.LocalAddr().(*net.UDPAddr).Port, sid, 1)
+	req, transport, own, err := s.placedInvite(ctx, uri, offer)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("sip: Call %s: %w", target, err)
+	}
+	dlg, err := cli.WriteInvite(ctx, req)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("sip: INVITE %s: %w", target, err)
+	}
+	if err := dlg.WaitAnswer(ctx, sipgo.AnswerOptions{}); err != nil {
+		conn.Close()
+		dlg.Close()
+		var res *sipgo.ErrDialogResponse
+		if errors.As(err, &res) {
+			return nil, fmt.Errorf("%w: %s answered %d %s", ErrCallFailed, target, res.Res.StatusCode, res.Res.Reason)
+		}
+		return nil, fmt.Errorf("%w: %s: %v", ErrCallFailed, target, err)
+	}
+	bye := func(why error) error {
+		bctx, cancel := context.WithTimeout(context.Background(), byeTimeout)
+		defer cancel()
+		_ = dlg.Ack(bctx)
+		_ = dlg.Bye(bctx)
+		conn.Close()
+		dlg.Close()
+		return why
+	}
+	answer, err := ParseOffer(dlg.InviteResponse.Body())
+	if err != nil {
+		return nil, bye(fmt.Errorf("%w: the answer's SDP: %v", ErrCallFailed, err))
+	}
+	chosen, err := Negotiate(answer, supportedCodecs)
+	if err != nil {
+		return nil, bye(fmt.Errorf("%w: %v", ErrCallFailed, err))
+	}
+	if err := dlg.Ack(ctx); err != nil {
+		return nil, bye(fmt.Errorf("%w: ACK: %v", ErrCallFailed, err))
+	}
+	return &dialed{dlg: dlg, conn: conn, answer: answer, chosen: chosen, sid: sid, transport: transport, contact: own, bye: bye}, nil
 }
 
 // placedInvite is the INVITE for a call to uri: over the transport uri
