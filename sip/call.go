@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	sipmsg "github.com/emiago/sipgo/sip"
 	"golang.org/x/sync/errgroup"
@@ -63,6 +64,12 @@ type call struct {
 	// line is the caller's line (lineKey), kept leading to the session
 	// for a redial, "" if not.
 	line string
+
+	// tap is a warm transfer's hold or bridge (warmtransfer.go);
+	// canReplace, that the other side takes REFER with Replaces.
+	tap        tapped
+	canReplace bool
+	warm       atomic.Bool // a warm transfer is under way
 }
 
 // recovery is how phone calls are kept: no connection to wait for (a cut
@@ -121,7 +128,7 @@ func (s *Server) newCall(id string, dlg dialog, conn *net.UDPConn, remote MediaO
 }
 
 // WriteFrame sends the agent's audio down the RTP leg.
-func (c *call) WriteFrame(f media.Frame) error { return c.leg.WriteFrame(f) }
+func (c *call) WriteFrame(f media.Frame) error { return c.leg.WriteFrame(c.tap.output(f)) }
 
 // Hangup: the host ended the call (the agent ended it, another worker took
 // it over, the worker is closing, DELETE over HTTP); serve sends the BYE.
@@ -161,10 +168,13 @@ func (c *call) reoffer(o MediaOffer) error {
 }
 
 func (c *call) audio(f media.Frame) {
-	_ = c.hc.PushAudio(c.hc.Context(), f)
+	_ = c.hc.PushAudio(c.hc.Context(), c.tap.input(f))
 }
 
 func (c *call) dtmf(d rune) {
+	if c.tap.held() {
+		return // on hold or put through: not the agent's
+	}
 	ctx, cancel := context.WithTimeout(c.hc.Context(), pushTimeout)
 	defer cancel()
 	if err := c.hc.Session().PushDTMF(ctx, d); err != nil {
@@ -212,7 +222,7 @@ func (c *call) serve(ctx context.Context, answer func() error) {
 		}
 	})
 	err := g.Wait()
-	if cause := context.Cause(ctx); errors.Is(cause, errTransferred) {
+	if cause := context.Cause(ctx); errors.Is(cause, errTransferred) || errors.Is(cause, errPutThrough) {
 		err = cause
 	}
 	reason := "hung up"
@@ -221,6 +231,9 @@ func (c *call) serve(ctx context.Context, answer func() error) {
 		c.s.cfg.log.Info("call handed over: hanging up", "call_id", c.id)
 		c.hc.Transferred()
 		reason = "transferred"
+	case errors.Is(err, errPutThrough):
+		c.s.cfg.log.Info("call put through to a person: hanging up", "call_id", c.id)
+		reason = "put through to a person"
 	case errors.Is(err, errCallerHungUp):
 		c.s.cfg.log.Info("call ended by the caller", "call_id", c.id)
 		reason = "the caller hung up"

@@ -56,6 +56,7 @@ func (s *Server) Call(ctx context.Context, target string) error {
 	} else {
 		c.target = uri
 	}
+	c.canReplace = takesReplaces(dlg.InviteResponse)
 	if !s.add(c) {
 		c.close("the server closed")
 		return bye(errors.New("sip: server closed"))

@@ -52,6 +52,7 @@ type config struct {
 	publicPort int           // WithPublicAddr's port, 0 for each listener's own
 	ports      *portRange    // WithRTPPorts, nil for ephemeral ports
 	tlsClient  *tls.Config   // WithTLSClientConfig: for calls placed over TLS
+	hold       *holdAudio    // WithHoldAudio
 	// host runs the calls (WithHost); without it the server makes one
 	// from hostOpts, and closes it.
 	host     *calls.Host
@@ -151,6 +152,7 @@ type Server struct {
 	once     sync.Once
 	contact  sipmsg.ContactHeader // the first listener's: for calls Holdline places
 	calls    map[string]*call     // by Call-ID
+	persons  map[string]*person   // warm transfers' second legs, by Call-ID
 	closed   bool
 	pacer    *pacer // every call's RTP goes out on its schedule
 	wg       sync.WaitGroup
@@ -161,7 +163,7 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 	if newAgent == nil {
 		return nil, errors.New("sip: New needs an AgentFunc")
 	}
-	cfg := config{log: slog.Default(), rtpTimeout: DefaultRTPTimeout, redial: DefaultRedialWindow}
+	cfg := config{log: slog.Default(), rtpTimeout: DefaultRTPTimeout, redial: DefaultRedialWindow, hold: &holdAudio{}}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
@@ -211,7 +213,7 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 		ua.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, host: host, ownHost: own, ua: ua, srv: srv, client: client, calls: map[string]*call{},
+	s := &Server{cfg: cfg, host: host, ownHost: own, ua: ua, srv: srv, client: client, calls: map[string]*call{}, persons: map[string]*person{},
 		dialogs: map[string]*sipgo.DialogServerCache{}, contacts: map[string]sipmsg.ContactHeader{}, serving: make(chan struct{}), pacer: p}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	srv.OnInvite(byTheRFC(s.onInvite))
@@ -505,6 +507,7 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 		// not where its SDP's private address says.
 		c.leg.symmetric = true
 	}
+	c.canReplace = takesReplaces(req)
 	c.serve(s.ctx, func() error { return dlg.RespondSDP(c.answerSDP(false)) })
 }
 
@@ -591,6 +594,9 @@ func (s *Server) onReinvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 // application/dtmf).
 func (s *Server) onInfo(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 	c := s.lookup(req)
+	if c == nil && s.onPersonInfo(req, tx) {
+		return
+	}
 	if c == nil {
 		respond(tx, req, 481, "Call/Transaction Does Not Exist", "no such call")
 		return
