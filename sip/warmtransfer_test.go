@@ -9,9 +9,11 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	sipgo "github.com/emiago/sipgo/sip"
 	"github.com/pion/rtp"
 	"github.com/zaf/g711"
 
@@ -445,7 +448,7 @@ func newDeskAgent(t *testing.T, transfer func(ctx context.Context) error) (*desk
 // sippPerson runs a sipp UAS as the person, whose media is ph: it
 // answers (or not) as scenario says. It returns the URI to call and a
 // channel with sipp's end.
-func sippPerson(t *testing.T, ctx context.Context, scenario string, ph *phone) (string, <-chan error) {
+func sippPerson(t *testing.T, ctx context.Context, scenario string, ph *phone, extra ...string) (string, <-chan error) {
 	t.Helper()
 	path := needSipp(t)
 	dir := t.TempDir()
@@ -455,7 +458,11 @@ func sippPerson(t *testing.T, ctx context.Context, scenario string, ph *phone) (
 	}
 	port := freePort(t)
 	cmd := exec.CommandContext(ctx, path, "-sf", sf, "-i", "127.0.0.1", "-p", strconv.Itoa(port), "-mi", "127.0.0.1",
-		"-mp", strconv.Itoa(freePort(t)), "-m", "1", "-nostdin", "-trace_err", "-timeout", "60s", "-timeout_error")
+		"-mp", strconv.Itoa(freePort(t)), "-nostdin", "-trace_err", "-timeout", "60s", "-timeout_error")
+	if len(extra) == 0 {
+		extra = []string{"-m", "1"}
+	}
+	cmd.Args = append(cmd.Args, extra...)
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -895,4 +902,215 @@ func (p *phone) runs() string {
 	}
 	fmt.Fprintf(&b, "%s×%d", last, n)
 	return b.String()
+}
+
+// personReplaced is a person whose phone takes Replaces: the first
+// INVITE (Holdline's) is answered, and the key 1 comes from the test's
+// phone; the second, the caller's INVITE with Replaces naming that
+// dialog (its to-tag is the person's tag of the first call), is answered
+// and the first dialog hung up (BYE to Holdline), as a phone does when
+// one call replaces another; the caller hangs the second up.
+var personReplaced = `<?xml version="1.0" encoding="ISO-8859-1" ?>
+<scenario name="person replaced">
+  <recv request="INVITE" crlf="true">
+    <action>
+      <ereg regexp=".*" search_in="hdr" header="From:" check_it="true" assign_to="hfrom"/>
+      <ereg regexp="to-tag=[0-9]+SIPpTag011" search_in="hdr" header="Replaces:" assign_to="rep"/>
+    </action>
+  </recv>
+  <nop next="replaced" test="rep"/>
+` + personAnswer[strings.Index(personAnswer, "<send>"):] + `
+  <pause milliseconds="1500"/>` + personRequest("BYE", "", "") + `
+  <recv response="200"/>
+  <nop next="end"/>
+  <label id="replaced"/>
+  <send>
+    <![CDATA[
+      SIP/2.0 200 OK
+      [last_Via:]
+      [last_From:]
+      [last_To:];tag=[pid]SIPpTag02[call_number]
+      [last_Call-ID:]
+      [last_CSeq:]
+      Contact: <sip:desk@[local_ip]:[local_port];transport=[transport]>
+      Content-Type: application/sdp
+      Content-Length: [len]
+
+      v=0
+      o=desk 2 1 IN IP4 127.0.0.1
+      s=-
+      c=IN IP4 127.0.0.1
+      t=0 0
+      m=audio PHONE_PORT RTP/AVP 8
+      a=rtpmap:8 PCMA/8000
+    ]]>
+  </send>
+  <recv request="ACK" crlf="true"/>` + byeFromHoldline + `
+  <label id="end"/>
+  <Reference variables="hfrom,rep"/>
+</scenario>
+`
+
+// replacingCaller answers Holdline's REFER as a phone that takes
+// Replaces: 202, then an INVITE to the Refer-To target with its Replaces
+// header, and a NOTIFY with the answer; the Refer-To goes to referTo.
+func replacingCaller(t *testing.T, referTo chan<- string) func(*caller, string) {
+	return func(c *caller, req string) {
+		c.u.respond(req, "202 Accepted")
+		rt := header(req, "Refer-To")
+		referTo <- rt
+		go func() {
+			target, query, _ := strings.Cut(strings.Trim(rt, "<>"), "?")
+			rep, err := url.QueryUnescape(strings.TrimPrefix(query, "Replaces="))
+			if err != nil {
+				t.Errorf("Refer-To %q: %v", rt, err)
+				return
+			}
+			var uri sipgo.Uri
+			if err := sipgo.ParseUri(target, &uri); err != nil {
+				t.Errorf("Refer-To %q: %v", rt, err)
+				return
+			}
+			to := netip.AddrPortFrom(netip.MustParseAddr(uri.Host), uint16(uri.Port))
+			u := dialRaw(t, to)
+			id := c.id + "-replacing"
+			inv := invite(u.local(), id, "application/sdp", fmt.Sprintf(pcmaOffer, c.ph.port()))
+			inv = strings.Replace(inv, "INVITE sip:agent@127.0.0.1", "INVITE "+target, 1)
+			inv = strings.Replace(inv, "Max-Forwards: 70\n", "Max-Forwards: 70\nReplaces: "+rep+"\n", 1)
+			u.send(inv)
+			res := u.final(5 * time.Second)
+			code := strings.Fields(res + " x 0")[1]
+			if !strings.HasPrefix(res, "SIP/2.0 200 ") || !strings.Contains(header(res, "To"), "SIPpTag02") {
+				t.Errorf("the INVITE with Replaces was answered %q; want 200 from the person's phone, replacing", res)
+			} else {
+				ack := strings.Replace(strings.Replace(inv, "INVITE "+target, "ACK "+target, 1), "CSeq: 1 INVITE", "CSeq: 1 ACK", 1)
+				ack = strings.Replace(ack, "To: <sip:agent@127.0.0.1>", "To: "+header(res, "To"), 1)
+				u.send(ack[:strings.Index(ack, "Content-Type")] + "Content-Length: 0\n\n")
+			}
+			c.request("NOTIFY", "Event: refer\nSubscription-State: terminated;reason=noresource\n", "SIP/2.0 "+code+" OK", c.cseq.Add(1))
+			if code != "200" {
+				return
+			}
+			// The caller talks with the person, then hangs up.
+			bye := strings.Replace(strings.Replace(inv, "INVITE "+target, "BYE "+target, 1), "CSeq: 1 INVITE", "CSeq: 2 BYE", 1)
+			bye = strings.Replace(bye, "To: <sip:agent@127.0.0.1>", "To: "+header(res, "To"), 1)
+			u.send(bye[:strings.Index(bye, "Content-Type")] + "Content-Length: 0\n\n")
+		}()
+	}
+}
+
+// A caller whose phone advertises REFER and Replaces is connected to the
+// person by a REFER with Replaces: the Refer-To names the person and
+// Holdline's dialog with them (the person's tag as to-tag), the caller's
+// phone calls the person replacing it, the person's phone hangs up
+// Holdline's dialog, and Holdline hangs up the caller's: no media through
+// Holdline any more.
+func TestWarmTransferByReferWithReplaces(t *testing.T) {
+	needSipp(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	person := newPhone(t, personHz)
+	target, sippDone := sippPerson(t, ctx, personReplaced, person, "-m", "2")
+	d, addr, _, _ := warmServer(t, func(ctx context.Context) error {
+		return sip.WarmTransfer(ctx, target, sip.WithBriefing(briefing))
+	})
+	referTo := make(chan string, 1)
+	c := callHoldline(t, addr, "warm-replaces", "Allow: INVITE, ACK, BYE, CANCEL, OPTIONS, REFER, NOTIFY\nSupported: replaces, norefersub\n", replacingCaller(t, referTo))
+	called := <-d.called
+	c.ph.wait(holdMusic, called, 5*time.Second)
+	heard := person.wait(agentVoice, called, 10*time.Second)
+	accepted := time.Now()
+	person.press('1')
+	var rt string
+	select {
+	case rt = <-referTo:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no REFER: %v", d.rec.kinds())
+	}
+	if !strings.Contains(rt, strings.TrimPrefix(target, "sip:")) || !strings.Contains(rt, "?Replaces=") ||
+		!regexp.MustCompile(`to-tag%3D[0-9]+SIPpTag011%3Bfrom-tag%3D`).MatchString(rt) {
+		t.Errorf("Refer-To %s: want the person's URI with Replaces naming Holdline's dialog with them", rt)
+	}
+	if err := d.waitOutcome(t, 10*time.Second); err != nil {
+		t.Fatalf("WarmTransfer: %v", err)
+	}
+	c.hungUpOn(t, 10*time.Second)
+	if !slices.Contains(d.rec.kinds(), "transfer_connected("+target+")[refer]") {
+		t.Errorf("no transfer_connected by refer: %v", d.rec.kinds())
+	}
+	if n := c.ph.count(agentVoice, heard.Add(time.Second), accepted); n > 3 {
+		t.Errorf("the caller heard the agent %d times on hold", n)
+	}
+	if err := <-sippDone; err != nil {
+		t.Fatalf("sipp person: %v", err)
+	}
+}
+
+// A caller whose phone advertises Replaces but refuses the REFER (503)
+// is bridged instead: the person accepted and is waiting.
+func TestWarmTransferBridgesWhenTheReferIsRefused(t *testing.T) {
+	needSipp(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	person := newPhone(t, personHz)
+	target, sippDone := sippPerson(t, ctx, personAcceptsByKey, person)
+	d, addr, _, _ := warmServer(t, func(ctx context.Context) error {
+		return sip.WarmTransfer(ctx, target, sip.WithBriefing(briefing))
+	})
+	refused := make(chan struct{}, 1)
+	c := callHoldline(t, addr, "warm-refused", "Allow: INVITE, ACK, BYE, REFER\nSupported: replaces\n", func(c *caller, req string) {
+		c.u.respond(req, "503 Service Unavailable")
+		refused <- struct{}{}
+	})
+	called := <-d.called
+	person.wait(agentVoice, called, 10*time.Second)
+	accepted := time.Now()
+	person.press('1')
+	if err := d.waitOutcome(t, 10*time.Second); err != nil {
+		t.Fatalf("WarmTransfer: %v", err)
+	}
+	select {
+	case <-refused:
+	default:
+		t.Fatal("no REFER was tried")
+	}
+	c.ph.talk(true)
+	person.talk(true)
+	person.wait(callerTone, accepted, 5*time.Second)
+	c.ph.wait(personTone, accepted, 5*time.Second)
+	if !slices.Contains(d.rec.kinds(), "transfer_connected("+target+")[bridge]") {
+		t.Errorf("no transfer_connected by bridge: %v", d.rec.kinds())
+	}
+	c.hangUp()
+	if err := <-sippDone; err != nil {
+		t.Fatalf("sipp person: %v", err)
+	}
+}
+
+// A blind transfer whose REFER the caller's side answers 503 fails with
+// that reason, and the call stays with the agent, who says so.
+func TestBlindTransferReferRefusedStaysWithTheAgent(t *testing.T) {
+	d, addr, _, _ := warmServer(t, func(ctx context.Context) error {
+		return sip.Transfer(ctx, "sip:billing@127.0.0.1:5999", sip.WithTransferTimeout(5*time.Second))
+	})
+	c := callHoldline(t, addr, "blind-503", "", func(c *caller, req string) { c.u.respond(req, "503 Service Unavailable") })
+	<-d.called
+	err := d.waitOutcome(t, 10*time.Second)
+	failed := time.Now()
+	if !errors.Is(err, sip.ErrTransferFailed) || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("Transfer: %v; want ErrTransferFailed saying 503", err)
+	}
+	c.ph.wait(agentVoice, failed, 5*time.Second)
+	select {
+	case <-c.byed:
+		t.Fatal("Holdline hung up on the caller")
+	default:
+	}
+	d.mu.Lock()
+	results := slices.Clone(d.results)
+	d.mu.Unlock()
+	if len(results) == 0 || !strings.Contains(results[0], "503") {
+		t.Errorf("the model was told %q; want the 503", results)
+	}
+	c.hangUp()
 }
