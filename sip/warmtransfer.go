@@ -219,7 +219,12 @@ func (c *call) warmTransfer(ctx context.Context, target string, cfg warmConfig) 
 		p = nil
 		return fmt.Errorf("%w: %v", ErrTransferFailed, err)
 	}
-	text := <-briefing
+	var text string
+	select {
+	case text = <-briefing: // the summary has a deadline of its own
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrTransferFailed, ctx.Err())
+	}
 	st.Step = "briefing"
 	c.step(ctx, events.TransferBriefing, st, events.Event{Text: text})
 	p.brief(text)
