@@ -61,6 +61,7 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 	rtpTimeout := fs.Duration("rtp-timeout", hsip.DefaultRTPTimeout, "hang up a call whose caller sent no RTP for this long")
 	rtpRealtime := fs.Bool("rtp-realtime", false, "send RTP from a real-time priority thread (needs root or CAP_SYS_NICE): on time however busy the machine")
 	redial := fs.Duration("sip-redial-window", hsip.DefaultRedialWindow, "with a store: a caller who dials again within this long after their worker died picks the call up where it was (0: never)")
+	holdAudio := fs.String("hold-audio", hsip.HoldTone, "what a caller hears on hold while a tool's sip.WarmTransfer briefs a person: a WAV `FILE` (played in a loop), or tone for a generated comfort tone")
 	sipUser := fs.String("sip-user", "", "make callers authenticate (digest) as `NAME`, with the password in HOLDLINE_SIP_PASSWORD")
 	publicURL := fs.String("public-url", "", "the `URL` carriers reach this server at (https://HOST), for Twilio's and Plivo's webhook signatures and the stream URL the answers name (default: X-Forwarded-Proto/Host, else the request's own)")
 	storeSpec := fs.String("store", "", "where sessions are checkpointed to outlive this worker: `file:PATH`, redis://HOST:PORT (workers sharing it take over each other's sessions), or none (default: a file under the user's cache, one per HTTP port)")
@@ -285,7 +286,7 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 	}
 
 	if len(sipSpecs) > 0 {
-		sopts := append([]hsip.Option{hsip.WithHost(host), hsip.WithRedialWindow(*redial)}, sipOpts...)
+		sopts := append([]hsip.Option{hsip.WithHost(host), hsip.WithRedialWindow(*redial), hsip.WithHoldAudio(*holdAudio)}, sipOpts...)
 		if *rtpRealtime {
 			sopts = append(sopts, hsip.WithRealtimePacing())
 		}
