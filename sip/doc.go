@@ -45,6 +45,24 @@
 // its context, hands the call over with a blind transfer: a REFER with
 // the X-Holdline-Handoff token, tracked through its NOTIFYs, then BYE.
 //
+// WarmTransfer, from a tool, hands the call to a person who is told first
+// what it is about. The caller hears hold audio (WithHoldAudio: a WAV
+// file or a comfort tone); the agent is silent and what the caller says
+// or presses meanwhile is ignored (the session hears silence, so no turn
+// starts). Holdline calls the person on a second leg of the same Server
+// (Server.Call's dialling) and, once answered, speaks the briefing
+// (WithBriefing, or the model's summary of the call as for a handoff)
+// with the agent's voice. The person accepts by saying yes (the agent's
+// recogniser listens) or pressing 1 (RFC 4733 or SIP INFO), and declines
+// with no or 2. Accepted, the two are connected by a REFER with Replaces
+// (RFC 3891) when the caller's side advertises REFER and replaces, else
+// by bridging the legs' media in Holdline until either hangs up. A
+// decline, no answer (WithAnswerTimeout), no decision
+// (WithDecisionTimeout) or the person hanging up gives the caller back to
+// the agent and the tool a sentinel error (ErrTransferDeclined,
+// ErrTransferNoAnswer, ErrTransferNoDecision, ErrTransferHungUp). Each
+// step is a transfer_* event and a checkpoint with TransferState.
+//
 // With WithStore, calls are checkpointed to a store shared by workers: a
 // Holdline worker answering a transferred call takes its conversation
 // over by the token, and a caller who dials the same number again after
