@@ -430,11 +430,17 @@ func (p *person) out(f media.Frame) error {
 // audio takes the person's audio: to the caller when bridged, else to the
 // recogniser, with the end of each utterance told by a voice detector.
 func (p *person) audio(f media.Frame) {
+	r := &p.recognise
 	if p.bridged.Load() {
 		p.toCaller.push(f)
+		if r.stream != nil {
+			// Decided: the recogniser has nothing more to hear. Closed
+			// here, on the goroutine that writes to it.
+			_ = r.stream.Close()
+			r.stream = nil
+		}
 		return
 	}
-	r := &p.recognise
 	if r.stream == nil {
 		return
 	}

@@ -1027,6 +1027,7 @@ func TestWarmTransferByReferWithReplaces(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatalf("no REFER: %v", d.rec.kinds())
 	}
+	t.Logf("accepted (key 1) -> REFER with Replaces at the caller: %v", time.Since(accepted))
 	if !strings.Contains(rt, strings.TrimPrefix(target, "sip:")) || !strings.Contains(rt, "?Replaces=") ||
 		!regexp.MustCompile(`to-tag%3D[0-9]+SIPpTag011%3Bfrom-tag%3D`).MatchString(rt) {
 		t.Errorf("Refer-To %s: want the person's URI with Replaces naming Holdline's dialog with them", rt)
