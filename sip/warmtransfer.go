@@ -235,6 +235,7 @@ func (c *call) warmTransfer(ctx context.Context, target string, cfg warmConfig) 
 	}
 	log.Info("warm transfer: the person accepted")
 	how := "bridge"
+	p.player.Flush(1) // whatever of the briefing is left
 	if c.canReplace && !cfg.noRefer {
 		if rerr := c.referReplaces(ctx, p); rerr == nil {
 			how = "refer"
@@ -606,7 +607,6 @@ func (p *person) decide(ctx context.Context, c *call, timeout time.Duration) err
 // bridge connects the person's media to the caller's: each hears the
 // other, the agent neither.
 func (p *person) bridge(c *call) {
-	p.player.Flush(1) // whatever of the briefing is left
 	p.bridged.Store(true)
 	c.tap.tap.Store(&lineTap{out: p.toCaller.pull, in: p.toPerson.push})
 }
