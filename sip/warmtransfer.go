@@ -575,6 +575,12 @@ func (p *person) speak(text string) error {
 // when they decline, hang up, do not decide within timeout of the
 // briefing's end, or the caller hangs up or ctx ends first.
 func (p *person) decide(ctx context.Context, c *call, timeout time.Duration) error {
+	return p.await(ctx, p.d.dlg.Context().Done(), c.hc.Context().Done(), timeout)
+}
+
+// await is decide on channels: hungUp closes when the person hangs up,
+// callerGone when the caller's call ends.
+func (p *person) await(ctx context.Context, hungUp, callerGone <-chan struct{}, timeout time.Duration) error {
 	var deadline <-chan time.Time
 	briefed := p.briefDone
 	for {
@@ -591,12 +597,12 @@ func (p *person) decide(ctx context.Context, c *call, timeout time.Duration) err
 			deadline = t.C
 		case <-deadline:
 			return fmt.Errorf("%w: within %v of the briefing", ErrTransferNoDecision, timeout)
-		case <-p.d.dlg.Context().Done():
+		case <-hungUp:
 			return ErrTransferHungUp
 		case err := <-p.legErr:
 			p.legErr <- err
 			return fmt.Errorf("%w: %v", ErrTransferHungUp, err)
-		case <-c.hc.Context().Done():
+		case <-callerGone:
 			return fmt.Errorf("%w: the caller hung up", ErrTransferFailed)
 		case <-ctx.Done():
 			return fmt.Errorf("%w: %w", ErrTransferFailed, ctx.Err())
