@@ -669,6 +669,19 @@ func transferState(t *testing.T, d *deskAgent, st store.Store, key handoff.Key, 
 	return ts
 }
 
+// toolCalled waits for the model to call the tool, and says when its body
+// began.
+func (d *deskAgent) toolCalled(t *testing.T) time.Time {
+	t.Helper()
+	select {
+	case at := <-d.called:
+		return at
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the tool was not called: %v", d.rec.kinds())
+		return time.Time{}
+	}
+}
+
 // outcome waits for the tool's WarmTransfer to return.
 func (d *deskAgent) waitOutcome(t *testing.T, timeout time.Duration) error {
 	t.Helper()
@@ -709,7 +722,7 @@ func warmTrial(t *testing.T, n int, byVoice bool) (toBriefing, toConnected time.
 
 	// The agent says its sentence, then the caller is on hold.
 	c.ph.wait(agentVoice, start, 5*time.Second)
-	called := <-d.called
+	called := d.toolCalled(t)
 	held := c.ph.wait(holdMusic, called, 5*time.Second)
 	c.ph.talk(true) // the caller talks on hold: the agent must not answer
 	// The person hears the briefing: the agent's voice, from silence.
@@ -815,7 +828,7 @@ func failedTransfer(t *testing.T, scenario string, want error, reason string, op
 		return sip.WarmTransfer(ctx, target, append([]sip.WarmTransferOption{sip.WithBriefing(briefing + " " + briefing + " " + briefing)}, opts...)...)
 	})
 	c := callHoldline(t, addr, "warm-"+reason, "", nil)
-	called := <-d.called
+	called := d.toolCalled(t)
 	held := c.ph.wait(holdMusic, called, 5*time.Second)
 	err := d.waitOutcome(t, 20*time.Second)
 	failed := time.Now()
@@ -1016,7 +1029,7 @@ func TestWarmTransferByReferWithReplaces(t *testing.T) {
 	})
 	referTo := make(chan string, 1)
 	c := callHoldline(t, addr, "warm-replaces", "Allow: INVITE, ACK, BYE, CANCEL, OPTIONS, REFER, NOTIFY\nSupported: replaces, norefersub\n", replacingCaller(t, referTo))
-	called := <-d.called
+	called := d.toolCalled(t)
 	c.ph.wait(holdMusic, called, 5*time.Second)
 	heard := person.wait(agentVoice, called, 10*time.Second)
 	accepted := time.Now()
@@ -1063,7 +1076,7 @@ func TestWarmTransferBridgesWhenTheReferIsRefused(t *testing.T) {
 		c.u.respond(req, "503 Service Unavailable")
 		refused <- struct{}{}
 	})
-	called := <-d.called
+	called := d.toolCalled(t)
 	person.wait(agentVoice, called, 10*time.Second)
 	accepted := time.Now()
 	person.press('1')
@@ -1095,7 +1108,7 @@ func TestBlindTransferReferRefusedStaysWithTheAgent(t *testing.T) {
 		return sip.Transfer(ctx, "sip:billing@127.0.0.1:5999", sip.WithTransferTimeout(5*time.Second))
 	})
 	c := callHoldline(t, addr, "blind-503", "", func(c *caller, req string) { c.u.respond(req, "503 Service Unavailable") })
-	<-d.called
+	d.toolCalled(t)
 	err := d.waitOutcome(t, 10*time.Second)
 	failed := time.Now()
 	if !errors.Is(err, sip.ErrTransferFailed) || !strings.Contains(err.Error(), "503") {
