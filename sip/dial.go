@@ -68,6 +68,15 @@ func (s *Server) Call(ctx context.Context, target string) error {
 	return nil
 }
 
+// answeredError is a placed call's final non-2xx answer.
+type answeredError struct {
+	code int
+	err  error
+}
+
+func (e *answeredError) Error() string { return e.err.Error() }
+func (e *answeredError) Unwrap() error { return e.err }
+
 // dialed is a call Holdline placed, answered and acknowledged, with
 // nothing running on it yet.
 type dialed struct {
@@ -126,7 +135,7 @@ func (s *Server) dial(ctx context.Context, target string, uri sipmsg.Uri) (*dial
 		dlg.Close()
 		var res *sipgo.ErrDialogResponse
 		if errors.As(err, &res) {
-			return nil, fmt.Errorf("%w: %s answered %d %s", ErrCallFailed, target, res.Res.StatusCode, res.Res.Reason)
+			return nil, &answeredError{code: res.Res.StatusCode, err: fmt.Errorf("%w: %s answered %d %s", ErrCallFailed, target, res.Res.StatusCode, res.Res.Reason)}
 		}
 		return nil, fmt.Errorf("%w: %s: %v", ErrCallFailed, target, err)
 	}

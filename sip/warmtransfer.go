@@ -278,12 +278,8 @@ func (c *call) briefing(ctx context.Context, cfg warmConfig) <-chan string {
 // refused reports whether a placed call's failure was the person's phone
 // saying busy or declined.
 func refused(err error) bool {
-	for _, code := range []string{" answered 486 ", " answered 600 ", " answered 603 "} {
-		if strings.Contains(err.Error(), code) {
-			return true
-		}
-	}
-	return false
+	var a *answeredError
+	return errors.As(err, &a) && (a.code == 486 || a.code == 600 || a.code == 603)
 }
 
 // failReason names a failure in transfer_failed events.

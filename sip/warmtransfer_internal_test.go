@@ -3,6 +3,7 @@ package sip
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -87,5 +88,19 @@ func TestAnswerOf(t *testing.T) {
 		if got != want {
 			t.Errorf("answerOf(%q) = %d; want %d", text, got, want)
 		}
+	}
+}
+
+// A person's phone answering busy or declined is a decline; other
+// failures are no answer.
+func TestRefusedAnswers(t *testing.T) {
+	for code, want := range map[int]bool{486: true, 603: true, 600: true, 480: false, 404: false, 487: false} {
+		err := error(&answeredError{code: code, err: ErrCallFailed})
+		if got := refused(fmt.Errorf("wrapped: %w", err)); got != want {
+			t.Errorf("%d: refused %v; want %v", code, got, want)
+		}
+	}
+	if refused(errors.New("sip: call failed: sip:x answered 486 Busy")) {
+		t.Error("an error that is not an answer counted as one")
 	}
 }
