@@ -725,6 +725,7 @@ func warmTrial(t *testing.T, n int, byVoice bool) (toBriefing, toConnected time.
 	called := d.toolCalled(t)
 	held := c.ph.wait(holdMusic, called, 5*time.Second)
 	c.ph.talk(true) // the caller talks on hold: the agent must not answer
+	c.ph.press('5') // nor take a key
 	// The person hears the briefing: the agent's voice, from silence.
 	heard := person.wait(agentVoice, called, 10*time.Second)
 	if n := person.count(agentVoice, time.Time{}, heard) + person.count(holdMusic, time.Time{}, heard) + person.count(callerTone, time.Time{}, heard); n != 0 {
@@ -760,8 +761,8 @@ func warmTrial(t *testing.T, n int, byVoice bool) (toBriefing, toConnected time.
 	c.ph.wait(personTone, accepted, 5*time.Second)
 	// The caller's words while held reached nobody: no turn of the
 	// caller's, and only the tool's result reached the model.
-	if d.rec.find(events.UserTurn, "") {
-		t.Errorf("the caller's speech on hold started a turn: %v", d.rec.kinds())
+	if d.rec.find(events.UserTurn, "") || d.rec.find(events.DTMF, "") {
+		t.Errorf("the caller's speech or key on hold reached the agent: %v", d.rec.kinds())
 	}
 	for _, k := range []string{"transfer_started(" + target + ")", "transfer_briefing(" + said + ")", "transfer_connected(" + target + ")[bridge]"} {
 		if !slices.Contains(d.rec.kinds(), k) {
