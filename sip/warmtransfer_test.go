@@ -761,7 +761,7 @@ func warmTrial(t *testing.T, n int, byVoice bool) (toBriefing, toConnected time.
 	c.ph.wait(personTone, accepted, 5*time.Second)
 	// The caller's words while held reached nobody: no turn of the
 	// caller's, and only the tool's result reached the model.
-	if d.rec.find(events.UserTurn, "") || d.rec.find(events.DTMF, "") {
+	if d.rec.find(events.UserTurn, "") || d.rec.find(events.DTMF, "") || d.rec.find(events.SpeechStarted, "") {
 		t.Errorf("the caller's speech or key on hold reached the agent: %v", d.rec.kinds())
 	}
 	for _, k := range []string{"transfer_started(" + target + ")", "transfer_briefing(" + said + ")", "transfer_connected(" + target + ")[bridge]"} {
