@@ -138,7 +138,9 @@ const TransferStateKey = "sip.warm_transfer"
 // the error says why: ErrTransferDeclined, ErrTransferNoAnswer,
 // ErrTransferNoDecision, ErrTransferHungUp (each an ErrTransferFailed),
 // or ctx's error. Each step is a transfer_* event and a checkpoint, with
-// TransferState in the session's user data.
+// TransferState in the session's user data. The tool calling it needs a
+// deadline (tools.WithTimeout) longer than the ringing, the briefing and
+// the decision together: a minute or more with the defaults.
 func WarmTransfer(ctx context.Context, target string, opts ...WarmTransferOption) error {
 	c := callOf(ctx)
 	if c == nil {
@@ -147,6 +149,12 @@ func WarmTransfer(ctx context.Context, target string, opts ...WarmTransferOption
 	cfg := warmConfig{answerTimeout: DefaultAnswerTimeout, decideTimeout: DefaultDecisionTimeout, summaryTimeout: DefaultSummaryDeadline}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.answerTimeout <= 0 {
+		cfg.answerTimeout = DefaultAnswerTimeout
+	}
+	if cfg.decideTimeout <= 0 {
+		cfg.decideTimeout = DefaultDecisionTimeout
 	}
 	return c.warmTransfer(ctx, target, cfg)
 }

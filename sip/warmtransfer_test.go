@@ -1129,3 +1129,10 @@ func TestBlindTransferReferRefusedStaysWithTheAgent(t *testing.T) {
 	}
 	c.hangUp()
 }
+
+// Outside a phone call there is nobody to put on hold.
+func TestWarmTransferOutsideACallIsAnError(t *testing.T) {
+	if err := sip.WarmTransfer(context.Background(), "sip:desk@127.0.0.1"); !errors.Is(err, sip.ErrNotACall) {
+		t.Fatalf("WarmTransfer outside a call: %v; want ErrNotACall", err)
+	}
+}
