@@ -142,13 +142,16 @@ func (c *call) answerSDP(bump bool) []byte {
 	if bump {
 		c.version++
 	}
-	return Answer{Addr: c.s.sdpAddr(), Port: c.leg.Port(), Codec: c.codec, TelephoneEvent: c.te,
-		Direction: c.direction, SessionID: c.sessionID, Version: c.version, Ptime: media.DefaultFrameDuration}.Marshal()
+	a := Answer{Addr: c.s.sdpAddr(), Port: c.leg.Port(), Codec: c.codec, TelephoneEvent: c.te,
+		Direction: c.direction, SessionID: c.sessionID, Version: c.version, Ptime: media.DefaultFrameDuration}
+	a.SAVP, a.Crypto = c.leg.sec.Load().sdes()
+	return a.Marshal()
 }
 
 // reoffer takes a re-INVITE's offer: the same codec must still be there
 // (switching codecs mid-call is refused); the address and direction follow
-// it, which is how hold and unhold work.
+// it, which is how hold and unhold work, and so do the SRTP keys (an SRTP
+// call stays SRTP).
 func (c *call) reoffer(o MediaOffer) error {
 	found := false
 	for _, k := range o.Codecs {
@@ -159,6 +162,11 @@ func (c *call) reoffer(o MediaOffer) error {
 	if !found {
 		return fmt.Errorf("%w: the call's %s is no longer offered", ErrNoCommonCodec, c.codec.Name)
 	}
+	sec, err := c.s.sdesAnswer(o, c.leg.sec.Load())
+	if err != nil {
+		return err
+	}
+	c.leg.sec.Store(sec)
 	dir := AnswerDirection(o)
 	c.mu.Lock()
 	c.direction = dir

@@ -33,6 +33,12 @@ var ErrCallFailed = errors.New("sip: call failed")
 // listener the call's Contact is the connection's own address, and the
 // callee's requests come back over that connection. The offer
 // has PCMU, PCMA, Opus and telephone-event; the callee's answer picks.
+// Unless SRTP is off (WithSRTP) the offer is RTP/SAVP with SDES keys for
+// both suites; with SRTPOptional, a callee that refuses it with 488 is
+// called again with plain RTP. RTP/SAVP rather than the "best effort" RTP/AVP with
+// a=crypto: the latter is no standard, and phones that do not know it
+// may take the call in the clear while their user believes it
+// encrypted, or refuse it; a refused RTP/SAVP costs one round trip.
 // Call returns once the call is over: nil after a normal hang-up, an error
 // wrapping ErrCallFailed when it was not answered.
 func (s *Server) Call(ctx context.Context, target string) error {
@@ -51,6 +57,7 @@ func (s *Server) Call(ctx context.Context, target string) error {
 		return bye(err)
 	}
 	c.transport, c.contact = d.transport, d.contact
+	c.leg.sec.Store(d.sec)
 	if ct := dlg.InviteResponse.Contact(); ct != nil {
 		c.target = ct.Address
 	} else {
@@ -88,6 +95,8 @@ type dialed struct {
 	// transport and contact are placedInvite's.
 	transport string
 	contact   *sipmsg.ContactHeader
+	// sec is the call's SRTP, nil for plain RTP: for its leg.
+	sec *srtpSession
 	// bye hangs up (BYE), closes the socket and forgets the dialog, and
 	// returns why.
 	bye func(why error) error
@@ -118,26 +127,47 @@ func (s *Server) dial(ctx context.Context, target string, uri sipmsg.Uri) (*dial
 	if err != nil {
 		return nil, err
 	}
-	sid := mrand.Uint64() >> 1
-	offer := NewOffer(s.sdpAddr(), conn.LocalAddr().(*net.UDPAddr).Port, sid, 1)
-	req, transport, own, err := s.placedInvite(ctx, uri, offer)
+	sid, port := mrand.Uint64()>>1, conn.LocalAddr().(*net.UDPAddr).Port
+	keys, err := s.sdesOffer()
 	if err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("sip: Call %s: %w", target, err)
+		return nil, err
 	}
-	dlg, err := cli.WriteInvite(ctx, req)
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("sip: INVITE %s: %w", target, err)
-	}
-	if err := dlg.WaitAnswer(ctx, sipgo.AnswerOptions{}); err != nil {
-		conn.Close()
-		dlg.Close()
-		var res *sipgo.ErrDialogResponse
-		if errors.As(err, &res) {
-			return nil, &answeredError{code: res.Res.StatusCode, err: fmt.Errorf("%w: %s answered %d %s", ErrCallFailed, target, res.Res.StatusCode, res.Res.Reason)}
+	var (
+		dlg       *sipgo.DialogClientSession
+		transport string
+		own       *sipmsg.ContactHeader
+	)
+	// place sends the INVITE with keys (nil for plain RTP) and waits for
+	// the final answer.
+	place := func(keys []Crypto) error {
+		var req *sipmsg.Request
+		var err error
+		if req, transport, own, err = s.placedInvite(ctx, uri, s.offerSDP(port, sid, keys)); err != nil {
+			return fmt.Errorf("sip: Call %s: %w", target, err)
 		}
-		return nil, fmt.Errorf("%w: %s: %v", ErrCallFailed, target, err)
+		if dlg, err = cli.WriteInvite(ctx, req); err != nil {
+			return fmt.Errorf("sip: INVITE %s: %w", target, err)
+		}
+		if err := dlg.WaitAnswer(ctx, sipgo.AnswerOptions{}); err != nil {
+			dlg.Close()
+			var res *sipgo.ErrDialogResponse
+			if errors.As(err, &res) {
+				return &answeredError{code: res.Res.StatusCode, err: fmt.Errorf("%w: %s answered %d %s", ErrCallFailed, target, res.Res.StatusCode, res.Res.Reason)}
+			}
+			return fmt.Errorf("%w: %s: %v", ErrCallFailed, target, err)
+		}
+		return nil
+	}
+	err = place(keys)
+	if ae := (*answeredError)(nil); errors.As(err, &ae) && ae.code == 488 && keys != nil && s.cfg.srtp == SRTPOptional {
+		s.cfg.log.Info("the callee refused SRTP: calling again with plain RTP", "target", target)
+		keys = nil
+		err = place(nil)
+	}
+	if err != nil {
+		conn.Close()
+		return nil, err
 	}
 	bye := func(why error) error {
 		bctx, cancel := context.WithTimeout(context.Background(), byeTimeout)
@@ -156,10 +186,14 @@ func (s *Server) dial(ctx context.Context, target string, uri sipmsg.Uri) (*dial
 	if err != nil {
 		return nil, bye(fmt.Errorf("%w: %v", ErrCallFailed, err))
 	}
+	sec, err := sdesAnswered(keys, answer)
+	if err != nil {
+		return nil, bye(fmt.Errorf("%w: %v", ErrCallFailed, err))
+	}
 	if err := dlg.Ack(ctx); err != nil {
 		return nil, bye(fmt.Errorf("%w: ACK: %v", ErrCallFailed, err))
 	}
-	return &dialed{dlg: dlg, conn: conn, answer: answer, chosen: chosen, sid: sid, transport: transport, contact: own, bye: bye}, nil
+	return &dialed{dlg: dlg, conn: conn, answer: answer, chosen: chosen, sid: sid, transport: transport, contact: own, sec: sec, bye: bye}, nil
 }
 
 // placedInvite is the INVITE for a call to uri: over the transport uri

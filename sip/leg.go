@@ -35,7 +35,8 @@ type legHandler struct {
 // legStats counts what a leg did.
 type legStats struct {
 	PacketsIn, PacketsOut uint64
-	Bad                   uint64 // not RTP, or a payload type not negotiated
+	Bad                   uint64 // not RTP, or a payload type not negotiated, or SRTPFailed
+	SRTPFailed            uint64 // on an SRTP call: not authentic (a wrong key, plain RTP)
 	Late, Lost            uint64 // arrived after their slot; slots concealed
 	DTMF                  uint64
 	// Gaps are beats the pacer found nothing of ours to send (the player
@@ -75,7 +76,12 @@ type leg struct {
 		started bool
 		payload []byte
 		packet  []byte
+		sealed  []byte // packet protected, on an SRTP call
 	}
+	// sec is the call's SRTP, nil for plain RTP; a re-INVITE may swap it.
+	sec        atomic.Pointer[srtpSession]
+	srtpLogged atomic.Bool
+	srtpBad    atomic.Uint64
 	lane      atomic.Pointer[lane] // where packets go, from the start of run
 	pacer     *pacer               // sends the leg's packets on its schedule; set before run
 	badLogged atomic.Bool
@@ -112,6 +118,7 @@ func newLeg(conn *net.UDPConn, c Codec, tePT int, inputRate int, timeout time.Du
 	l.out.ts = rand.Uint32()
 	l.out.payload = make([]byte, 0, 1500)
 	l.out.packet = make([]byte, 1500)
+	l.out.sealed = make([]byte, 0, 1500)
 	l.sending.Store(true)
 	l.receiving.Store(true)
 	return l, nil
@@ -165,7 +172,13 @@ func (l *leg) WriteFrame(f media.Frame) error {
 	if err != nil {
 		return nil
 	}
-	ln.push(o.packet[:n], *remote)
+	pkt := o.packet[:n]
+	if sec := l.sec.Load(); sec != nil {
+		if pkt, err = sec.protect(o.sealed[:0], pkt); err != nil {
+			return nil
+		}
+	}
+	ln.push(pkt, *remote)
 	return nil
 }
 
@@ -214,6 +227,16 @@ func (l *leg) read() {
 // anything else counted and dropped. pcm is scratch space, returned for
 // reuse.
 func (l *leg) handle(p *rtp.Packet, datagram []byte, from netip.AddrPort, pcm []int16) []int16 {
+	if sec := l.sec.Load(); sec != nil {
+		plain, why := sec.unprotect(datagram)
+		if why != "" {
+			l.rejectSRTP(from, why)
+		}
+		if plain == nil {
+			return pcm
+		}
+		datagram = plain
+	}
 	if err := p.Unmarshal(datagram); err != nil || p.Version != 2 {
 		l.reject(from, "not an RTP packet")
 		return pcm
@@ -271,6 +294,17 @@ func (l *leg) reject(from netip.AddrPort, why string) {
 	}
 }
 
+// rejectSRTP counts a datagram an SRTP call could not authenticate; the
+// first is logged with its reason (never with the key), apart from other
+// bad packets, so that a key mismatch is always told.
+func (l *leg) rejectSRTP(from netip.AddrPort, why string) {
+	l.bad.Add(1)
+	l.srtpBad.Add(1)
+	if !l.srtpLogged.Swap(true) {
+		l.log.Warn("SRTP packet dropped", "from", from, "reason", why)
+	}
+}
+
 // play hands the caller's audio to the session one frame per period, from
 // the jitter buffer, and watches for the caller going quiet on the wire.
 func (l *leg) play(ctx context.Context) error {
@@ -309,7 +343,7 @@ func (l *leg) Stats() legStats {
 		out = ln.stats()
 	}
 	return legStats{
-		PacketsIn: l.packetsIn.Load(), PacketsOut: out.Sent, Bad: l.bad.Load(),
+		PacketsIn: l.packetsIn.Load(), PacketsOut: out.Sent, Bad: l.bad.Load(), SRTPFailed: l.srtpBad.Load(),
 		Late: js.Late, Lost: js.Concealed, DTMF: l.keysIn.Load(),
 		Gaps: out.Underruns, Dropped: out.Overruns + out.Errors,
 	}

@@ -83,6 +83,14 @@ type MediaOffer struct {
 	// Ptime is the a=ptime packet time (media-level, else session-level),
 	// 0 if absent or not a sensible number of milliseconds.
 	Ptime time.Duration
+	// SAVP is an m= line of profile RTP/SAVP: SRTP is required.
+	SAVP bool
+	// Crypto are the stream's SDES keys (a=crypto, RFC 4568) that Holdline
+	// can use, in the offerer's order: lines of an unknown suite or that
+	// do not read are left out, the first of them saying why in
+	// cryptoErr. They print with their keys redacted.
+	Crypto    []Crypto
+	cryptoErr error
 }
 
 // ParseOffer reads the audio stream out of a remote SDP body, an offer or
@@ -149,6 +157,8 @@ func ParseOffer(body []byte) (MediaOffer, error) {
 	if err := sdpFormats(md, &o); err != nil {
 		return MediaOffer{}, err
 	}
+	o.SAVP = strings.Join(md.MediaName.Protos, "/") == "RTP/SAVP"
+	o.Crypto, o.cryptoErr = sdpCrypto(md.Attributes)
 
 	o.Direction = sdpSendRecv
 	if d, ok := sdpDirection(sd.Attributes); ok {
@@ -446,6 +456,11 @@ type Answer struct {
 	SessionID      uint64        // stays the same for the whole call
 	Version        uint64        // bumped for each re-INVITE answer
 	Ptime          time.Duration // 20ms normally; 0 leaves a=ptime out
+	// Crypto is our SDES key for an SRTP call (the offer's tag and
+	// suite), nil for plain RTP; SAVP then says RTP/SAVP rather than
+	// RTP/AVP, as the offer did.
+	Crypto *Crypto
+	SAVP   bool
 }
 
 // Marshal returns the answer as an SDP body with CRLF line endings:
@@ -462,6 +477,7 @@ type Answer struct {
 //	a=fmtp:<te pt> 0-16
 //	a=ptime:20
 //	a=sendrecv
+//	a=crypto:<tag> <suite> inline:<key>         (if Crypto is set; RTP/SAVP if SAVP)
 //
 // An IPv6 Addr is written IN IP6; an invalid (zero) Addr is written
 // 0.0.0.0, and an empty or unknown Direction as sendrecv. Opus is always
@@ -477,7 +493,11 @@ func (a Answer) Marshal() []byte {
 			Fmtp:        sdpTelephoneEventFmtp,
 		}
 	}
-	return sdpMarshal(a.Addr, a.Port, a.SessionID, a.Version, []Codec{a.Codec}, te, a.Ptime, a.Direction)
+	sd := sdpSession(a.Addr, a.Port, a.SessionID, a.Version, []Codec{a.Codec}, te, a.Ptime, a.Direction)
+	if a.Crypto != nil {
+		sdesSecure(sd.MediaDescriptions[0], a.SAVP, *a.Crypto)
+	}
+	return sdpBytes(sd)
 }
 
 // NewOffer is the SDP offer for an outbound call from addr:port: PCMU (0),
@@ -485,17 +505,22 @@ func (a Answer) Marshal() []byte {
 // that order, sendrecv, ptime 20. Telephone networks mostly take the first
 // two, so they lead.
 func NewOffer(addr netip.Addr, port int, sessionID, version uint64) []byte {
+	return sdpBytes(newOfferSession(addr, port, sessionID, version))
+}
+
+// newOfferSession is NewOffer before it is written out.
+func newOfferSession(addr netip.Addr, port int, sessionID, version uint64) *sdp.SessionDescription {
 	codecs := []Codec{
 		{PayloadType: sdpPayloadPCMU, Name: "PCMU", ClockRate: 8000, Channels: 1},
 		{PayloadType: sdpPayloadPCMA, Name: "PCMA", ClockRate: 8000, Channels: 1},
 		{PayloadType: sdpPayloadOpus, Name: "opus", ClockRate: 48000, Channels: 2},
 	}
 	te := &Codec{PayloadType: sdpPayloadTelephoneEvent, Name: sdpTelephoneEvent, ClockRate: 8000, Channels: 1, Fmtp: sdpTelephoneEventFmtp}
-	return sdpMarshal(addr, port, sessionID, version, codecs, te, sdpDefaultPtime, sdpSendRecv)
+	return sdpSession(addr, port, sessionID, version, codecs, te, sdpDefaultPtime, sdpSendRecv)
 }
 
-// sdpMarshal writes a one-stream audio SDP.
-func sdpMarshal(addr netip.Addr, port int, sessionID, version uint64, codecs []Codec, te *Codec, ptime time.Duration, dir string) []byte {
+// sdpSession is a one-stream audio SDP.
+func sdpSession(addr netip.Addr, port int, sessionID, version uint64, codecs []Codec, te *Codec, ptime time.Duration, dir string) *sdp.SessionDescription {
 	if !addr.IsValid() {
 		addr = netip.IPv4Unspecified()
 	}
@@ -533,7 +558,7 @@ func sdpMarshal(addr netip.Addr, port int, sessionID, version uint64, codecs []C
 	}
 	m.Attributes = append(m.Attributes, sdp.NewPropertyAttribute(dir))
 
-	sd := sdp.SessionDescription{
+	return &sdp.SessionDescription{
 		Origin: sdp.Origin{
 			Username:       "holdline",
 			SessionID:      sessionID,
@@ -551,6 +576,10 @@ func sdpMarshal(addr netip.Addr, port int, sessionID, version uint64, codecs []C
 		TimeDescriptions:  []sdp.TimeDescription{{}},
 		MediaDescriptions: []*sdp.MediaDescription{m},
 	}
+}
+
+// sdpBytes writes sd out with CRLF line endings.
+func sdpBytes(sd *sdp.SessionDescription) []byte {
 	// The library's Marshal only appends to a buffer; its error is always nil.
 	b, err := sd.Marshal()
 	if err != nil {

@@ -53,6 +53,7 @@ type config struct {
 	ports      *portRange    // WithRTPPorts, nil for ephemeral ports
 	tlsClient  *tls.Config   // WithTLSClientConfig: for calls placed over TLS
 	hold       *holdAudio    // WithHoldAudio
+	srtp       SRTPMode      // WithSRTP
 	// host runs the calls (WithHost); without it the server makes one
 	// from hostOpts, and closes it.
 	host     *calls.Host
@@ -441,6 +442,11 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 		respond(tx, req, 488, "Not Acceptable Here", err.Error())
 		return
 	}
+	sec, err := s.sdesAnswer(offer, nil)
+	if err != nil {
+		respond(tx, req, 488, "Not Acceptable Here", err.Error())
+		return
+	}
 	dlg, err := dialogs.ReadInvite(req, tx)
 	if err != nil {
 		respond(tx, req, 400, "Bad Request", err.Error())
@@ -487,6 +493,7 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 		_ = dlg.Respond(500, "Server Internal Error", nil)
 		return
 	}
+	c.leg.sec.Store(sec)
 	if !s.add(c) {
 		c.close("the server closed")
 		_ = dlg.Respond(503, "Service Unavailable", nil)
