@@ -82,9 +82,9 @@ type leg struct {
 	sec        atomic.Pointer[srtpSession]
 	srtpLogged atomic.Bool
 	srtpBad    atomic.Uint64
-	lane      atomic.Pointer[lane] // where packets go, from the start of run
-	pacer     *pacer               // sends the leg's packets on its schedule; set before run
-	badLogged atomic.Bool
+	lane       atomic.Pointer[lane] // where packets go, from the start of run
+	pacer      *pacer               // sends the leg's packets on its schedule; set before run
+	badLogged  atomic.Bool
 
 	packetsIn, bad, keysIn atomic.Uint64
 }

@@ -110,7 +110,7 @@ func (c Crypto) Marshal() string {
 	b.WriteString(base64.StdEncoding.EncodeToString(c.Key))
 	if c.Lifetime > 0 {
 		b.WriteByte('|')
-		if c.Lifetime&(c.Lifetime-1) == 0 {
+		if c.Lifetime > 1 && c.Lifetime&(c.Lifetime-1) == 0 {
 			b.WriteString("2^" + strconv.Itoa(bits.TrailingZeros64(c.Lifetime)))
 		} else {
 			b.WriteString(strconv.FormatUint(c.Lifetime, 10))
@@ -145,7 +145,7 @@ func ParseCrypto(line string) (Crypto, error) {
 	// RFC 4568: the tag is 1 to 9 digits.
 	tag, err := strconv.ParseUint(f[0], 10, 32)
 	if err != nil || len(f[0]) > 9 {
-		return Crypto{}, fmt.Errorf("%w: tag %q is not 1 to 9 digits", ErrBadCrypto, sdesClip(f[0]))
+		return Crypto{}, fmt.Errorf("%w: the tag is not 1 to 9 digits", ErrBadCrypto)
 	}
 	c.Tag = int(tag)
 	if _, ok := sdesSuites[f[1]]; !ok {
@@ -236,12 +236,22 @@ func sdesMKI(value, length string) ([]byte, error) {
 	return mki, nil
 }
 
-// sdesClip makes a token from a remote SDP fit for an error message:
-// short, on one line.
+// sdesClip is a token of a remote a=crypto line fit for an error message:
+// itself when it looks like what it should be (a suite name, a number),
+// made of capitals, digits, '_' and '^' and short, else a placeholder. A
+// line with a blank missing ("..._80inline:KEY") must not have its key
+// echoed as part of a suite name, and a key is base64, which has small
+// letters.
 func sdesClip(s string) string {
-	s = sdpOneLine(s)
-	if len(s) > 40 {
-		s = s[:40] + "..."
+	ok := len(s) <= 40
+	for _, r := range s {
+		if !(r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '^') {
+			ok = false
+			break
+		}
+	}
+	if !ok {
+		return "(not shown)"
 	}
 	return s
 }
