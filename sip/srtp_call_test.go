@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/pion/srtp/v3"
 
 	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/internal/baresiptest"
 	"github.com/holdline/holdline/sip"
 )
 
@@ -340,5 +343,97 @@ func TestSRTPBadInputKeepsTheCallUp(t *testing.T) {
 	c.request("INVITE", "application/sdp", strings.Replace(savpOffer(port, "RTP/AVP"), "o=- 1 1", "o=- 1 4", 1))
 	if res := c.u.final(3 * time.Second); !strings.HasPrefix(res, "SIP/2.0 488 ") {
 		t.Errorf("a plain re-offer on an SRTP call answered %q; want 488", res)
+	}
+}
+
+// baresip calls the server over UDP with SRTP: with its srtp module
+// mandatory (srtp-mand: RTP/SAVP with one SDES key) the call is answered
+// RTP/SAVP, and with it optional (srtp: "best effort", RTP/AVP with the
+// key) RTP/AVP, both with a key; baresip's packets all authenticate, and
+// the agent's greeting, encrypted at the leg's socket edge, is what
+// baresip hears.
+func TestBaresipCallsOverSRTP(t *testing.T) {
+	bin := baresiptest.Need(t)
+	for _, tc := range []struct{ mediaenc, profile string }{{"srtp-mand", "RTP/SAVP"}, {"srtp", "RTP/AVP"}} {
+		t.Run(tc.mediaenc, func(t *testing.T) { baresipOverSRTP(t, bin, tc.mediaenc, tc.profile) })
+	}
+}
+
+func baresipOverSRTP(t *testing.T, bin, mediaenc, profile string) {
+	srv, addr, logs := serveOn(t, "udp", nil, sip.WithSRTP(sip.SRTPRequired))
+	home, _ := baresiptest.Home(t, "", 1, 6)
+	srtpHome(t, home, mediaenc)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	phone, err := baresiptest.Start(ctx, bin, home, "-e", "/dial sip:agent@"+addr.String(), "-t", "30")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer phone.HangUp()
+	m := waitMedia(t, srv, 15*time.Second, "baresip's call with media:\n"+phone.Out.String(), func(m []sip.CallMedia) bool {
+		return len(m) == 1 && m[0].PacketsIn >= 50
+	})[0]
+	sdp := string(m.SDP)
+	if !m.SRTP || !strings.Contains(sdp, " "+profile+" ") || !strings.Contains(sdp, "a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:") {
+		t.Errorf("the answer to baresip is not %s with a key:\n%s", profile, sdp)
+	}
+	if m.SRTPFailed != 0 {
+		t.Errorf("%d of baresip's packets failed SRTP", m.SRTPFailed)
+	}
+	// baresip hangs up when its 7 s of caller audio end, and stays
+	// running; its recording is complete once it has exited.
+	for {
+		if _, ended := phone.Out.When("terminated"); ended {
+			break
+		}
+		select {
+		case <-phone.Done():
+		case <-ctx.Done():
+			t.Fatalf("baresip did not hang up:\n%s", phone.Out.String())
+		case <-time.After(50 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	phone.HangUp()
+	out := phone.Out.String()
+	if !strings.Contains(out, "Call established") {
+		t.Errorf("baresip never saw the call established:\n%s", out)
+	}
+	heard, err := baresiptest.Heard(home)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	at, ok := baresiptest.FirstSound(heard)
+	if !ok {
+		t.Fatalf("baresip heard %.1f s of silence: the agent's SRTP did not reach it as audio\n%s\nserver log:\n%s",
+			float64(len(heard))/8000, out, logs.String())
+	}
+	t.Logf("baresip heard the agent %v into the call, over SRTP (%d of its packets taken)", at.Round(10*time.Millisecond), m.PacketsIn)
+}
+
+// srtpHome makes the baresip of home (baresiptest.Home) use SRTP with
+// SDES keys, its mediaenc "srtp" (optional) or "srtp-mand".
+func srtpHome(t *testing.T, home, mediaenc string) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(home, "config"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteString("module srtp.so\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	accounts := filepath.Join(home, "accounts")
+	b, err := os.ReadFile(accounts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.TrimSpace(string(b)) + ";mediaenc=" + mediaenc + "\n"
+	if err := os.WriteFile(accounts, []byte(line), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
