@@ -17,7 +17,7 @@ import (
 
 // callCmd places a phone call and runs an agent on it:
 //
-//	holdline call sip:USER@HOST[:PORT][;transport=tcp|tls] --agent NAME [--sip udp:ADDR,...] [--max-duration D] [provider flags]
+//	holdline call sip:USER@HOST[:PORT][;transport=tcp|tls] --agent NAME [--sip udp:ADDR,...] [--srtp MODE] [--max-duration D] [provider flags]
 //	holdline call sips:USER@HOST[:PORT] --agent NAME [--sip-ca FILE] ...
 func (c *cli) callCmd(ctx context.Context, args []string) error {
 	stdout, stderr := c.stdout, c.stderr
@@ -30,6 +30,7 @@ func (c *cli) callCmd(ctx context.Context, args []string) error {
 	maxDur := fs.Duration("max-duration", 10*time.Minute, "hang up after this long")
 	rtpTimeout := fs.Duration("rtp-timeout", hsip.DefaultRTPTimeout, "hang up when the callee sends no RTP for this long")
 	rtpRealtime := fs.Bool("rtp-realtime", false, "send RTP from a real-time priority thread (needs root or CAP_SYS_NICE)")
+	srtpMode := fs.String("srtp", "optional", "offer SRTP (RTP/SAVP with SDES keys): `off`, optional (call again in the clear if refused) or required")
 	verbose := fs.Bool("v", false, "log debug detail")
 	var pf providerFlags
 	pf.register(fs)
@@ -66,6 +67,10 @@ func (c *cli) callCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	srtp, err := hsip.ParseSRTPMode(*srtpMode)
+	if err != nil {
+		return fmt.Errorf("--srtp %q: want off, optional or required", *srtpMode)
+	}
 	// The engines every session shares go with the command.
 	defer pf.closeShared()
 	fn, err := c.agent(*name)
@@ -97,7 +102,7 @@ func (c *cli) callCmd(ctx context.Context, args []string) error {
 		}
 		return agent, release, nil
 	}
-	opts := []hsip.Option{hsip.WithLogger(logger), hsip.WithRTPTimeout(*rtpTimeout)}
+	opts := []hsip.Option{hsip.WithLogger(logger), hsip.WithRTPTimeout(*rtpTimeout), hsip.WithSRTP(srtp)}
 	if *rtpRealtime {
 		opts = append(opts, hsip.WithRealtimePacing())
 	}

@@ -57,6 +57,7 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 	sipKey := fs.String("sip-key", "", "the private key `FILE` (PEM) of --sip-cert")
 	sipPublic := fs.String("sip-public-addr", "", "advertise `HOST[:PORT]` in Contact, Via and the SDP instead of the listeners' addresses, and send RTP where the caller's comes from (a server behind NAT; HOST an IP address)")
 	rtpPorts := fs.String("rtp-ports", "", "bind calls' RTP in the port range `LOW-HIGH` (one port a call; when all are in use, INVITEs get 503) (default: any)")
+	sipSRTP := fs.String("srtp", "optional", "encrypt phone calls' media with SRTP (SDES keys, best over tls: listeners): `off`, optional (answer SRTP when offered) or required (488 to a plain offer)")
 	sipAllow := fs.String("sip-allow", "", "accept INVITEs only from these `CIDRs` (comma-separated: a trunk's addresses)")
 	rtpTimeout := fs.Duration("rtp-timeout", hsip.DefaultRTPTimeout, "hang up a call whose caller sent no RTP for this long")
 	rtpRealtime := fs.Bool("rtp-realtime", false, "send RTP from a real-time priority thread (needs root or CAP_SYS_NICE): on time however busy the machine")
@@ -107,6 +108,10 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 			return fmt.Errorf("TELNYX_PUBLIC_KEY: %w (give the public key as Telnyx's portal shows it)", err)
 		}
 	}
+	srtpMode, err := hsip.ParseSRTPMode(*sipSRTP)
+	if err != nil {
+		return fmt.Errorf("--srtp %q: want off, optional or required", *sipSRTP)
+	}
 	var sipSpecs []sipListen // where SIP listens, if anywhere
 	var allow []netip.Prefix
 	var sipOpts []hsip.Option
@@ -133,6 +138,7 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 		if allow, err = parseAllow(*sipAllow); err != nil {
 			return err
 		}
+		sipOpts = append(sipOpts, hsip.WithSRTP(srtpMode))
 		if *sipUser != "" && os.Getenv("HOLDLINE_SIP_PASSWORD") == "" {
 			return fmt.Errorf("--sip-user %s: set HOLDLINE_SIP_PASSWORD to its password", *sipUser)
 		}

@@ -1,5 +1,7 @@
 package sip
 
+import "fmt"
+
 // CallMedia is what a test sees of a call's media: the SDP the server
 // answers it with now, whether it is SRTP, and its leg's counters.
 type CallMedia struct {
@@ -23,4 +25,9 @@ func Media(s *Server) []CallMedia {
 			PacketsIn: st.PacketsIn, PacketsOut: st.PacketsOut, Bad: st.Bad, SRTPFailed: st.SRTPFailed})
 	}
 	return out
+}
+
+// String is m without its SDP, for test failures.
+func (m CallMedia) String() string {
+	return fmt.Sprintf("{SRTP:%v in:%d out:%d bad:%d srtp-failed:%d}", m.SRTP, m.PacketsIn, m.PacketsOut, m.Bad, m.SRTPFailed)
 }
