@@ -28,6 +28,26 @@
 // RTP for the RTP timeout (WithRTPTimeout) is hung up, unless the call is
 // on hold with its media inactive.
 //
+// Media may be encrypted with SRTP (RFC 3711, AES_CM_128_HMAC_SHA1_80
+// or _32) keyed by SDES (RFC 4568 a=crypto lines, ParseCrypto), on
+// pion/srtp. WithSRTP sets the mode: SRTPOptional (the default) answers
+// an RTP/SAVP offer, or an RTP/AVP one with a=crypto, with SRTP in the
+// same profile, the offer's tag and suite and a fresh key of Holdline's
+// own, and a plain offer with plain RTP; SRTPRequired answers a plain
+// offer 488 and SRTPOff an RTP/SAVP one, each with a Warning. A
+// re-INVITE may rekey the other side; Holdline keeps its key unless the
+// suite changes, and refuses (488) a re-offer that would drop SRTP.
+// Server.Call offers RTP/SAVP unless SRTP is off, and under SRTPOptional
+// calls again in the clear when that is refused with 488. Encryption
+// happens at the leg's socket edge only, so the pacer, the jitter buffer
+// and the echo canceller work on the media in the clear. A packet that
+// does not authenticate (plain RTP on an SRTP call, a wrong key, a
+// replay) is dropped and counted, and the first of a call is logged
+// with the reason; SRTCP arriving on the RTP port is checked and dropped,
+// as the leg uses no RTCP. Keys are never logged: a Crypto formats with
+// its key redacted. SDES keys travel in the SIP messages, so they are
+// private only over ServeTLS.
+//
 // Keys the caller presses, as RFC 4733 events (media/dtmf) or SIP INFO
 // (application/dtmf-relay, application/dtmf), become Session.PushDTMF.
 // A re-INVITE moves the media or puts the call on hold and back; BYE ends
