@@ -35,7 +35,8 @@ var ErrCallFailed = errors.New("sip: call failed")
 // has PCMU, PCMA, Opus and telephone-event; the callee's answer picks.
 // Unless SRTP is off (WithSRTP) the offer is RTP/SAVP with SDES keys for
 // both suites; with SRTPOptional, a callee that refuses it with 488 is
-// called again with plain RTP. RTP/SAVP rather than the "best effort" RTP/AVP with
+// called again with plain RTP, and a plain RTP/AVP answer is taken (in
+// the clear). RTP/SAVP rather than the "best effort" RTP/AVP with
 // a=crypto: the latter is no standard, and phones that do not know it
 // may take the call in the clear while their user believes it
 // encrypted, or refuse it; a refused RTP/SAVP costs one round trip.
@@ -186,9 +187,12 @@ func (s *Server) dial(ctx context.Context, target string, uri sipmsg.Uri) (*dial
 	if err != nil {
 		return nil, bye(fmt.Errorf("%w: %v", ErrCallFailed, err))
 	}
-	sec, err := sdesAnswered(keys, answer)
+	sec, err := sdesAnswered(keys, answer, s.cfg.srtp == SRTPRequired)
 	if err != nil {
 		return nil, bye(fmt.Errorf("%w: %v", ErrCallFailed, err))
+	}
+	if keys != nil && sec == nil {
+		s.cfg.log.Info("the callee answered the SRTP offer with plain RTP: the call is in the clear", "target", target)
 	}
 	if err := dlg.Ack(ctx); err != nil {
 		return nil, bye(fmt.Errorf("%w: ACK: %v", ErrCallFailed, err))

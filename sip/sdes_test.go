@@ -281,7 +281,7 @@ func TestSRTPAnswered(t *testing.T) {
 	}
 	theirs := "2 AES_CM_128_HMAC_SHA1_32 inline:" + sdesTestInline
 	a, _ := ParseOffer(sdesOffer("RTP/SAVP", theirs))
-	sec, err := sdesAnswered(keys, a)
+	sec, err := sdesAnswered(keys, a, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,16 +290,29 @@ func TestSRTPAnswered(t *testing.T) {
 	}
 	for name, answer := range map[string][]byte{
 		"plain":           sdesOffer("RTP/AVP"),
+		"SAVP, no key":    sdesOffer("RTP/SAVP"),
 		"tag not offered": sdesOffer("RTP/SAVP", "3 AES_CM_128_HMAC_SHA1_80 inline:"+sdesTestInline),
 		"suite changed":   sdesOffer("RTP/SAVP", "1 AES_CM_128_HMAC_SHA1_32 inline:"+sdesTestInline),
 	} {
 		a, _ := ParseOffer(answer)
-		if _, err := sdesAnswered(keys, a); !errors.Is(err, ErrNoCommonCrypto) {
+		if _, err := sdesAnswered(keys, a, true); !errors.Is(err, ErrNoCommonCrypto) {
 			t.Errorf("%s answer: %v; want ErrNoCommonCrypto", name, err)
 		}
 	}
+	// SRTP optional: a plain RTP/AVP answer is a plain call; an RTP/SAVP
+	// one without a key, or with keys that do not read, is not.
+	a, _ = ParseOffer(sdesOffer("RTP/AVP"))
+	if sec, err := sdesAnswered(keys, a, false); sec != nil || err != nil {
+		t.Errorf("plain answer, SRTP optional: %v, %v; want a plain call", sec, err)
+	}
+	for _, answer := range [][]byte{sdesOffer("RTP/SAVP"), sdesOffer("RTP/AVP", "1 AES_CM_128_HMAC_SHA1_80 inline:!!")} {
+		a, _ = ParseOffer(answer)
+		if _, err := sdesAnswered(keys, a, false); !errors.Is(err, ErrNoCommonCrypto) {
+			t.Errorf("SRTP optional, answer %q: %v; want ErrNoCommonCrypto", answer, err)
+		}
+	}
 	a, _ = ParseOffer(sdesOffer("RTP/SAVP", theirs))
-	if _, err := sdesAnswered(nil, a); !errors.Is(err, ErrNoCommonCrypto) {
+	if _, err := sdesAnswered(nil, a, false); !errors.Is(err, ErrNoCommonCrypto) {
 		t.Errorf("SRTP answered to a plain offer: %v; want ErrNoCommonCrypto", err)
 	}
 	body := string(s.offerSDP(4000, 1, keys))

@@ -20,7 +20,7 @@ const (
 	// RTP/SAVP or by RTP/AVP with a=crypto (the "best effort" SRTP of
 	// baresip's mediaenc srtp), and plain RTP otherwise. Calls it places
 	// offer RTP/SAVP and, if the callee refuses that with 488, call again
-	// with plain RTP.
+	// with plain RTP; a plain RTP/AVP answer is taken as a plain call.
 	SRTPOptional SRTPMode = iota
 	// SRTPRequired answers only SRTP offers (a plain one gets 488 with a
 	// Warning saying why), and calls it places offer RTP/SAVP only.
@@ -237,12 +237,18 @@ func (s *Server) sdesOffer() ([]Crypto, error) {
 
 // sdesAnswered is the SRTP of a placed call whose offer had the keys
 // offered (nil for a plain offer), from the callee's answer a: nil for
-// plain RTP.
-func sdesAnswered(offered []Crypto, a MediaOffer) (*srtpSession, error) {
+// plain RTP. Unless SRTP is required, a plain RTP/AVP answer to the SRTP
+// offer is taken as a plain call: RFC 3264 wants the offer's profile
+// back, but callees that answer a fixed SDP (test tools, some gateways)
+// do not, and optional means the call goes on in the clear.
+func sdesAnswered(offered []Crypto, a MediaOffer, required bool) (*srtpSession, error) {
 	if offered == nil {
 		if a.SAVP || len(a.Crypto) > 0 {
 			return nil, fmt.Errorf("%w: SRTP answered to a plain RTP offer", ErrNoCommonCrypto)
 		}
+		return nil, nil
+	}
+	if len(a.Crypto) == 0 && !a.SAVP && a.cryptoErr == nil && !required {
 		return nil, nil
 	}
 	if len(a.Crypto) == 0 {
