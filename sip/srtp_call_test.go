@@ -437,3 +437,45 @@ func srtpHome(t *testing.T, home, mediaenc string) {
 		t.Fatal(err)
 	}
 }
+
+// Holdline calls baresip with SRTP required (holdline call --srtp
+// required's path): baresip, its SRTP mandatory, takes the RTP/SAVP
+// offer; each side hears the other through the keys exchanged.
+func TestCallPlacedToBaresipOverSRTP(t *testing.T) {
+	bin := baresiptest.Need(t)
+	srv, _, rec := startServer(t, sip.WithSRTP(sip.SRTPRequired))
+	home, port := baresiptest.Home(t, "Hello?", 1, 5)
+	srtpHome(t, home, "srtp-mand")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	phone, err := baresiptest.Start(ctx, bin, home, "-t", "30")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer phone.HangUp()
+	done := make(chan error, 1)
+	go func() { done <- srv.Call(ctx, fmt.Sprintf("sip:baresip@127.0.0.1:%d", port)) }()
+	m := waitMedia(t, srv, 15*time.Second, "the call to baresip with media:\n"+phone.Out.String(), func(m []sip.CallMedia) bool {
+		return len(m) == 1 && m[0].PacketsIn >= 50
+	})[0]
+	if !m.SRTP || m.SRTPFailed != 0 {
+		t.Errorf("the call to baresip: SRTP %v, %d packets failed", m.SRTP, m.SRTPFailed)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Call: %v\n%s", err, phone.Out.String())
+	}
+	phone.HangUp()
+	if !strings.Contains(phone.Out.String(), "SRTP is Enabled") {
+		t.Errorf("baresip did not say SRTP was on:\n%s", phone.Out.String())
+	}
+	if !rec.find(events.SpeechStarted, "") && !rec.find(events.BargeInSuspected, "") {
+		t.Errorf("baresip's caller was never heard: %v", rec.kinds())
+	}
+	heard, err := baresiptest.Heard(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := baresiptest.FirstSound(heard); !ok {
+		t.Errorf("baresip heard only silence over SRTP")
+	}
+}
