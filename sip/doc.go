@@ -38,7 +38,8 @@
 // re-INVITE may rekey the other side; Holdline keeps its key unless the
 // suite changes, and refuses (488) a re-offer that would drop SRTP.
 // Server.Call offers RTP/SAVP unless SRTP is off, and under SRTPOptional
-// calls again in the clear when that is refused with 488. Encryption
+// calls again in the clear when that is refused with 488 (and takes a
+// plain RTP/AVP answer as a plain call). Encryption
 // happens at the leg's socket edge only, so the pacer, the jitter buffer
 // and the echo canceller work on the media in the clear. A packet that
 // does not authenticate (plain RTP on an SRTP call, a wrong key, a
