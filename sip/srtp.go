@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/pion/rtcp"
 	"github.com/pion/rtp"
 	"github.com/pion/srtp/v3"
 )
@@ -81,7 +82,9 @@ type srtpSession struct {
 	// one direction's rollover and replay state).
 	out, in *srtp.Context
 	outHdr  rtp.Header // out's scratch, under out.mu
-	plain   []byte     // in's scratch: the last packet decrypted
+	inHdr   rtp.Header // in's scratch, on the read goroutine
+	inRTCP  rtcp.Header
+	plain   []byte // in's scratch: the last packet decrypted
 	rtcp    atomic.Uint64
 }
 
@@ -142,13 +145,13 @@ func (s *srtpSession) unprotect(datagram []byte) (plain []byte, why string) {
 	// RFC 5761: RTCP multiplexed on the RTP port has a second byte of
 	// 192 to 223, which RTP never has with the payload types offered.
 	if len(datagram) >= 2 && datagram[1] >= 192 && datagram[1] <= 223 {
-		if _, err := s.in.DecryptRTCP(s.plain[:0], datagram, nil); err != nil {
+		if _, err := s.in.DecryptRTCP(s.plain[:0], datagram, &s.inRTCP); err != nil {
 			return nil, srtpWhy("SRTCP", err)
 		}
 		s.rtcp.Add(1)
 		return nil, ""
 	}
-	p, err := s.in.DecryptRTP(s.plain[:0], datagram, nil)
+	p, err := s.in.DecryptRTP(s.plain[:0], datagram, &s.inHdr)
 	if err != nil {
 		return nil, srtpWhy("SRTP", err)
 	}
