@@ -39,6 +39,22 @@ func waitMedia(t *testing.T, srv *sip.Server, timeout time.Duration, what string
 	}
 }
 
+// callsOver waits until none of the servers has a call in progress, so
+// that their Close (the test's cleanup) comes after each call's end; it
+// fails the test after a few seconds.
+func callsOver(t *testing.T, servers ...*sip.Server) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, srv := range servers {
+		for srv.Calls() > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d calls still up", srv.Calls())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
 // One Holdline server calls another, both with SRTP: the callee takes
 // SRTP only, so the call is up only if the caller offered it; the answer
 // is RTP/SAVP with a key for the first suite offered, and both agents'
@@ -76,6 +92,7 @@ func TestSRTPCallBetweenTwoServers(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("Call: %v", err)
 	}
+	callsOver(t, caller, callee)
 }
 
 // A caller with SRTP optional calls a server with SRTP off: the RTP/SAVP
@@ -96,6 +113,7 @@ func TestSRTPOptionalCallFallsBackToPlain(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("Call: %v", err)
 	}
+	callsOver(t, caller, callee)
 
 	strict, _, _ := startServer(t, sip.WithSRTP(sip.SRTPRequired))
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
@@ -145,7 +163,7 @@ func TestSRTPModesAnswerOffers(t *testing.T) {
 		{"off, RTP/AVP with a=crypto", sip.SRTPOff, savpOffer(4000, "RTP/AVP", k80), "200", "RTP/AVP", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, addr, logs := serveOn(t, "udp", nil, sip.WithSRTP(tc.mode))
+			srv, addr, logs := serveOn(t, "udp", nil, sip.WithSRTP(tc.mode))
 			u := dialRaw(t, addr)
 			id := strings.NewReplacer(" ", "-", ",", "", "/", "", "=", "").Replace(tc.name)
 			u.send(invite(u.local(), id, "application/sdp", tc.offer))
@@ -165,6 +183,7 @@ func TestSRTPModesAnswerOffers(t *testing.T) {
 			}
 			c := &rawCall{u: u, id: id, toTag: header(res, "To"), answer: res, cseq: 1}
 			c.request("ACK", "", "")
+			defer callsOver(t, srv)
 			defer c.request("BYE", "", "")
 			if !strings.Contains(res, fmt.Sprintf(" %s 0\r\n", tc.profile)) {
 				t.Errorf("the answer is not %s:\n%s", tc.profile, res)
@@ -256,6 +275,7 @@ func TestSRTPBadInputKeepsTheCallUp(t *testing.T) {
 	}
 	c := &rawCall{u: u, id: "srtp-bad", toTag: header(res, "To"), answer: res, cseq: 1}
 	c.request("ACK", "", "")
+	defer callsOver(t, srv)
 	defer c.request("BYE", "", "")
 	theirs, to := answerCrypto(t, res)
 	peer := &srtpPeer{conn: rtpConn, to: to, ssrc: 0x5e11}
@@ -396,6 +416,7 @@ func baresipOverSRTP(t *testing.T, bin, mediaenc, profile string) {
 		break
 	}
 	phone.HangUp()
+	callsOver(t, srv)
 	out := phone.Out.String()
 	if !strings.Contains(out, "Call established") {
 		t.Errorf("baresip never saw the call established:\n%s", out)
@@ -464,6 +485,7 @@ func TestCallPlacedToBaresipOverSRTP(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Call: %v\n%s", err, phone.Out.String())
 	}
+	callsOver(t, srv)
 	phone.HangUp()
 	if !strings.Contains(phone.Out.String(), "SRTP is Enabled") {
 		t.Errorf("baresip did not say SRTP was on:\n%s", phone.Out.String())

@@ -89,5 +89,6 @@ func goToGoLoad(t *testing.T, n int, window time.Duration, aec bool, mode sip.SR
 	for err := range errs {
 		t.Errorf("Call: %v", err)
 	}
+	callsOver(t, callee, caller)
 	return share
 }
