@@ -386,6 +386,7 @@ func (s *Server) newPerson(c *call, d *dialed) (*person, error) {
 	}
 	p.leg.symmetric = s.cfg.symmetric
 	p.leg.pacer = s.pacer
+	p.leg.sec.Store(d.sec) // SRTP, when the person's phone took it
 	p.leg.setRemote(netip.AddrPortFrom(d.answer.Addr, uint16(d.answer.Port)), AnswerDirection(d.answer))
 	p.toPerson = &pcmQueue{rate: p.leg.Rate()}
 	p.toCaller = &pcmQueue{rate: c.leg.Rate()}
