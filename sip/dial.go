@@ -69,7 +69,6 @@ func (s *Server) Call(ctx context.Context, target string) error {
 		c.close("the server closed")
 		return bye(errors.New("sip: server closed"))
 	}
-	s.wg.Add(1)
 	defer s.wg.Done()
 	defer s.remove(c)
 	c.serve(ctx, nil)

@@ -499,7 +499,6 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 		_ = dlg.Respond(503, "Service Unavailable", nil)
 		return
 	}
-	s.wg.Add(1)
 	defer s.wg.Done()
 	defer s.remove(c)
 	if s.cfg.redial > 0 {
@@ -518,6 +517,9 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 	c.serve(s.ctx, func() error { return dlg.RespondSDP(c.answerSDP(false)) })
 }
 
+// add takes c among the server's calls and counts it for Close to wait
+// on, both under the lock that Close sets closed under: a call added is
+// one Close waits for. The caller calls s.wg.Done when c is over.
 func (s *Server) add(c *call) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -525,6 +527,7 @@ func (s *Server) add(c *call) bool {
 		return false
 	}
 	s.calls[c.id] = c
+	s.wg.Add(1)
 	return true
 }
 
