@@ -147,6 +147,8 @@ type Server struct {
 	// "tls"): each transport's responses carry a Contact of its own.
 	dialogs  map[string]*sipgo.DialogServerCache
 	contacts map[string]sipmsg.ContactHeader // by transport, as dialogs
+	bound    map[string]net.Addr             // the listeners' local addresses, by transport
+	regs     map[*Registration]struct{}      // registrations running (Register)
 	placed   *sipgo.DialogClientCache        // calls Holdline places; set by the first Serve
 	serving  chan struct{}                   // closed once a Serve has set the above
 	once     sync.Once
@@ -215,6 +217,7 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, host: host, ownHost: own, ua: ua, srv: srv, client: client, calls: map[string]*call{}, persons: map[string]*person{},
 		dialogs: map[string]*sipgo.DialogServerCache{}, contacts: map[string]sipmsg.ContactHeader{}, serving: make(chan struct{}), pacer: p}
+	s.bound, s.regs = map[string]net.Addr{}, map[*Registration]struct{}{}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	srv.OnInvite(byTheRFC(s.onInvite))
 	srv.OnAck(byTheRFC(s.onAck))
@@ -294,12 +297,13 @@ func quantile(hist []uint64, q float64) (time.Duration, uint64) {
 	return time.Duration(len(hist)) * 100 * time.Microsecond, total
 }
 
-// Close hangs up every call (BYE), waits for them to end, and stops
-// serving.
+// Close hangs up every call (BYE), waits for them to end, ends the
+// registrations (un-REGISTER), and stops serving.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	s.endRegistrations()
 	s.cancel()
 	s.wg.Wait()
 	s.pacer.free()

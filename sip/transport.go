@@ -108,11 +108,21 @@ func (s *Server) listening(network string, local net.Addr) error {
 	case "tls":
 		uri.Scheme = "sips"
 	}
-	contact := sipmsg.ContactHeader{Address: uri}
+	return s.addTransport(network, sipmsg.ContactHeader{Address: uri}, host, local)
+}
+
+// addTransport sets the server up to take calls over network with
+// contact: by a listener bound to local, or, with local nil, over the
+// connection of a registration (Register), which a listener that comes
+// later takes over from.
+func (s *Server) addTransport(network string, contact sipmsg.ContactHeader, host netip.Addr, local net.Addr) error {
 	dialogs := sipgo.NewDialogServerCache(s.client, contact)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.dialogs[network]; ok {
+	if _, ok := s.dialogs[network]; ok && (local == nil || s.bound[network] != nil) {
+		if local == nil {
+			return nil
+		}
 		return fmt.Errorf("sip: already serving %s: one listener per transport", network)
 	}
 	if !s.cfg.mediaAddr.IsValid() {
@@ -120,6 +130,9 @@ func (s *Server) listening(network string, local net.Addr) error {
 	}
 	s.dialogs[network] = dialogs
 	s.contacts[network] = contact
+	if local != nil {
+		s.bound[network] = local
+	}
 	if s.placed == nil {
 		s.contact = contact
 		s.placed = sipgo.NewDialogClientCache(s.client, contact)
