@@ -479,7 +479,7 @@ func routeTo(hostPort string) (netip.Addr, bool) {
 
 // newRequest builds a REGISTER asking for expires (0 removes), with the
 // registration's Call-ID, From tag and the next CSeq.
-func (r *Registration) newRequest(ctx context.Context, expires time.Duration) (*sipmsg.Request, error) {
+func (r *Registration) newRequest(ctx context.Context, expires time.Duration) (*sipmsg.Request, *sipmsg.ContactHeader, error) {
 	req := sipmsg.NewRequest(sipmsg.REGISTER, r.registrar)
 	req.SetTransport(strings.ToUpper(r.network))
 	from := &sipmsg.FromHeader{Address: r.aor, Params: sipmsg.NewParams()}
@@ -491,12 +491,13 @@ func (r *Registration) newRequest(ctx context.Context, expires time.Duration) (*
 	r.cseq++
 	req.AppendHeader(&sipmsg.CSeqHeader{SeqNo: r.cseq, MethodName: sipmsg.REGISTER})
 	if err := sipgo.ClientRequestBuild(r.s.client, req); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	contact, err := r.contactFor(ctx, req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	mine := contact
 	secs := strconv.Itoa(int(expires / time.Second))
 	r.mu.Lock()
 	stale := append([]*sipmsg.ContactHeader(nil), r.stale...)
@@ -522,7 +523,7 @@ func (r *Registration) newRequest(ctx context.Context, expires time.Duration) (*
 	req.AppendHeader(sipmsg.NewHeader("Expires", secs))
 	req.AppendHeader(sipmsg.NewHeader("Allow", allowedMethods))
 	req.SetBody(nil)
-	return req, nil
+	return req, mine, nil
 }
 
 func sameContact(a, b *sipmsg.ContactHeader) bool {
@@ -581,7 +582,7 @@ func (r *Registration) register(ctx context.Context, expires time.Duration) (tim
 	var auth sipmsg.Header // the last answer to a challenge
 	answered, asked := 0, expires
 	for {
-		req, err := r.newRequest(ctx, asked)
+		req, mine, err := r.newRequest(ctx, asked)
 		if err != nil {
 			return 0, nil, fmt.Errorf("sip: %s %s: %w", what, r.aor.String(), err)
 		}
@@ -598,12 +599,12 @@ func (r *Registration) register(ctx context.Context, expires time.Duration) (tim
 			if expires == 0 {
 				return 0, conn, nil
 			}
-			got, err := r.granted(req, res, asked)
+			got, err := r.granted(mine, res, asked)
 			if err != nil {
 				return 0, conn, err
 			}
 			r.mu.Lock()
-			r.contact, r.stale = req.Contact(), nil
+			r.contact, r.stale = mine, nil
 			r.mu.Unlock()
 			return got, conn, nil
 		case code == 401 || code == 407:
@@ -661,12 +662,11 @@ func (r *Registration) register(ctx context.Context, expires time.Duration) (tim
 // granted reads the lifetime the registrar granted from its 2xx: our
 // Contact's expires parameter, else the Expires header, else what was
 // asked.
-func (r *Registration) granted(req *sipmsg.Request, res *sipmsg.Response, asked time.Duration) (time.Duration, error) {
-	mine := req.Contact()
+func (r *Registration) granted(mine *sipmsg.ContactHeader, res *sipmsg.Response, asked time.Duration) (time.Duration, error) {
 	got := time.Duration(-1)
 	for _, h := range res.GetHeaders("Contact") {
 		c, ok := h.(*sipmsg.ContactHeader)
-		if !ok || mine == nil || !sameContact(c, mine) {
+		if !ok || !sameContact(c, mine) {
 			continue
 		}
 		if v, ok := c.Params.Get("expires"); ok {

@@ -119,11 +119,16 @@ func (s *Server) addTransport(network string, contact sipmsg.ContactHeader, host
 	dialogs := sipgo.NewDialogServerCache(s.client, contact)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.dialogs[network]; ok && (local == nil || s.bound[network] != nil) {
-		if local == nil {
+	if _, ok := s.dialogs[network]; ok {
+		was := s.contacts[network].Address
+		switch {
+		case local != nil && s.bound[network] != nil:
+			return fmt.Errorf("sip: already serving %s: one listener per transport", network)
+		case local == nil && (s.bound[network] != nil || was.String() == contact.Address.String()):
 			return nil
 		}
-		return fmt.Errorf("sip: already serving %s: one listener per transport", network)
+		// A listener takes over from a registration's connection, or a
+		// registration's new connection from its old one, gone.
 	}
 	if !s.cfg.mediaAddr.IsValid() {
 		s.cfg.mediaAddr = host
