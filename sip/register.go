@@ -309,12 +309,16 @@ func (r *Registration) run(ctx context.Context) {
 		r.s.mu.Unlock()
 	}()
 	if r.network == "udp" {
-		// A Serve started just before may not have set up yet.
+		// A ServeUDP started just before may not have set up yet.
 		t := time.NewTimer(serveWait)
-		select {
-		case <-r.s.serving:
-		case <-ctx.Done():
-		case <-t.C:
+		for !r.s.listenerUp("udp") {
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			case <-time.After(10 * time.Millisecond):
+				continue
+			}
+			break
 		}
 		t.Stop()
 	}
@@ -419,6 +423,9 @@ func (r *Registration) contactFor(ctx context.Context, req *sipmsg.Request) (*si
 	public := r.s.cfg.public.IsValid()
 	r.s.mu.Unlock()
 	if listening && bound != nil {
+		if r.network == "udp" && !r.s.listenerUp("udp") {
+			return nil, fmt.Errorf("sip: REGISTER over UDP: %w", ErrNotServing)
+		}
 		c := h.Clone()
 		c.Address.User = r.aor.User
 		if r.network == "udp" {
@@ -464,6 +471,23 @@ func (r *Registration) contactFor(ctx context.Context, req *sipmsg.Request) (*si
 		return nil, err
 	}
 	return c, nil
+}
+
+// listenerUp says whether the SIP stack reads the network's listener
+// yet: a request sent out of it before would go out of a new socket.
+func (s *Server) listenerUp(network string) bool {
+	s.mu.Lock()
+	b := s.bound[network]
+	s.mu.Unlock()
+	if b == nil {
+		return false
+	}
+	c, err := s.ua.TransportLayer().GetConnection(network, b.String())
+	if err != nil || c == nil {
+		return false
+	}
+	_, _ = c.TryClose() // GetConnection took a reference
+	return true
 }
 
 // routeTo is the local address the kernel would send to hostPort from.
