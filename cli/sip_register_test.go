@@ -1,9 +1,18 @@
 package cli
 
 import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/holdline/holdline/internal/freeport"
+	"github.com/holdline/holdline/internal/kamailiotest"
 )
 
 // --sip-register is refused at start-up, with a reason naming what to
@@ -41,5 +50,77 @@ func TestSIPRegisterFlags(t *testing.T) {
 	}
 	if regs, err := sipRegistrations(nil, false, 0, ""); err != nil || len(regs.aors) != 0 {
 		t.Errorf("no --sip-register: %+v, %v", regs, err)
+	}
+}
+
+// `holdline serve --sip-register` registers at a real Kamailio (over
+// UDP, from its --sip listener), and SIGTERM removes the binding before
+// serve exits; without HOLDLINE_SIP_PASSWORD it does not start.
+func TestServeRegistersAtKamailio(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts holdline")
+	}
+	const pw = "serve-Reg-pw"
+	k := kamailiotest.Start(t, map[string]string{"agent": pw})
+	dir := t.TempDir()
+	bin := buildHoldline(t, dir)
+	sipPort, err := freeport.UDP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, kport, _ := net.SplitHostPort(k.UDP)
+	args := []string{"serve", "--http", "127.0.0.1:0", "--store", "none", "--sip", fmt.Sprintf("udp:127.0.0.1:%d", sipPort),
+		"--sip-register", "sip:agent@127.0.0.1:" + kport, "--sip-register-expires", "120s"}
+
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "HOLDLINE_SIP_PASSWORD") {
+		t.Errorf("serve without the password: %v\n%s", err, out)
+	}
+
+	serve := exec.Command(bin, args...)
+	serve.Env = append(os.Environ(), "HOLDLINE_SIP_PASSWORD="+pw)
+	var logs strings.Builder
+	w := &lockedWriter{w: &logs}
+	output := func() string {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return logs.String()
+	}
+	serve.Stdout, serve.Stderr = w, w
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- serve.Wait() }()
+	defer serve.Process.Kill()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	contacts, err := k.WaitContacts(ctx, "agent", func(c []string) bool { return len(c) > 0 })
+	if err != nil {
+		t.Fatalf("serve did not register: %v\n%s", err, output())
+	}
+	t.Logf("registered %v after serve started: %v", time.Since(start), contacts)
+	if want := fmt.Sprintf("127.0.0.1:%d", sipPort); !strings.Contains(strings.Join(contacts, " "), want) {
+		t.Errorf("contacts %v: want the --sip listener %s", contacts, want)
+	}
+	if err := serve.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve did not exit on SIGTERM\n%s", output())
+	}
+	if c, err := k.Contacts(ctx, "agent"); err != nil || len(c) != 0 {
+		t.Errorf("after serve exited the registrar holds %v (%v), want the binding removed\n%s", c, err, output())
+	}
+	for _, want := range []string{"Holdline is registering as sip:agent@", "SIP registered", "SIP unregistered"} {
+		if !strings.Contains(output(), want) {
+			t.Errorf("serve's output lacks %q:\n%s", want, output())
+		}
+	}
+	if strings.Contains(output(), pw) {
+		t.Error("the password is in serve's output")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -282,13 +283,15 @@ func (r *Registration) setState(f func(*RegistrationState)) {
 	r.changed = make(chan struct{})
 }
 
-// endRegistrations ends every registration of the server, each removing
-// its binding, and waits for them.
-func (s *Server) endRegistrations() {
+// endRegistrations ends the server's registrations over networks (all
+// of them without any), each removing its binding, and waits for them.
+func (s *Server) endRegistrations(networks ...string) {
 	s.mu.Lock()
 	regs := make([]*Registration, 0, len(s.regs))
 	for r := range s.regs {
-		regs = append(regs, r)
+		if len(networks) == 0 || slices.Contains(networks, r.network) {
+			regs = append(regs, r)
+		}
 	}
 	s.mu.Unlock()
 	for _, r := range regs {
@@ -416,19 +419,22 @@ func (r *Registration) sleep(ctx context.Context, d time.Duration, conn sipmsg.C
 // transport when it listens on it, else, over TCP or TLS, the local
 // address of the connection to the registrar (which calls then come back
 // over).
-func (r *Registration) contactFor(ctx context.Context, req *sipmsg.Request) (*sipmsg.ContactHeader, error) {
+func (r *Registration) contactFor(ctx context.Context, req *sipmsg.Request, removing bool) (*sipmsg.ContactHeader, error) {
 	r.s.mu.Lock()
 	h, listening := r.s.contacts[r.network]
 	bound := r.s.bound[r.network]
 	public := r.s.cfg.public.IsValid()
 	r.s.mu.Unlock()
 	if listening && bound != nil {
-		if r.network == "udp" && !r.s.listenerUp("udp") {
+		up := r.network != "udp" || r.s.listenerUp("udp")
+		if !up && !removing {
 			return nil, fmt.Errorf("sip: REGISTER over UDP: %w", ErrNotServing)
 		}
 		c := h.Clone()
 		c.Address.User = r.aor.User
-		if r.network == "udp" {
+		// An un-REGISTER after the listener closed goes out of a socket
+		// of its own: the binding goes all the same.
+		if r.network == "udp" && up {
 			// Out of the listener's socket, where the calls come to.
 			ap, err := netip.ParseAddrPort(bound.String())
 			if err != nil {
@@ -517,7 +523,7 @@ func (r *Registration) newRequest(ctx context.Context, expires time.Duration) (*
 	if err := sipgo.ClientRequestBuild(r.s.client, req); err != nil {
 		return nil, nil, err
 	}
-	contact, err := r.contactFor(ctx, req)
+	contact, err := r.contactFor(ctx, req, expires == 0)
 	if err != nil {
 		return nil, nil, err
 	}

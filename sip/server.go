@@ -241,13 +241,16 @@ func (s *Server) ListenAndServeUDP(ctx context.Context, addr string) error {
 	return s.ServeUDP(ctx, conn)
 }
 
-// ServeUDP serves SIP over conn until ctx ends or Close; it closes conn.
+// ServeUDP serves SIP over conn until ctx ends or Close; it closes conn,
+// once the registrations over UDP (Register) have removed their bindings.
 func (s *Server) ServeUDP(ctx context.Context, conn net.PacketConn) error {
 	if err := s.listening("udp", conn.LocalAddr()); err != nil {
 		conn.Close()
 		return err
 	}
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	// Registrations over UDP remove their bindings out of the socket
+	// before it closes.
+	stop := context.AfterFunc(ctx, func() { s.endRegistrations("udp"); conn.Close() })
 	defer stop()
 	err := s.srv.ServeUDP(newGuardConn(conn, s.cfg.log))
 	if ctx.Err() != nil || s.isClosed() {
