@@ -309,6 +309,9 @@ func (r *Registration) run(ctx context.Context) {
 	defer func() {
 		r.s.mu.Lock()
 		delete(r.s.regs, r)
+		if r.s.adopted[r.network] == r {
+			delete(r.s.adopted, r.network) // another registration's next REGISTER takes over
+		}
 		r.s.mu.Unlock()
 	}()
 	if r.network == "udp" {
@@ -473,7 +476,7 @@ func (r *Registration) contactFor(ctx context.Context, req *sipmsg.Request, remo
 	}
 	c := &sipmsg.ContactHeader{Address: uri}
 	// Calls that come back over the connection are answered with it.
-	if err := r.s.addTransport(r.network, *c, ap.Addr().Unmap(), nil); err != nil {
+	if err := r.s.addTransport(r.network, *c, ap.Addr().Unmap(), nil, r); err != nil {
 		return nil, err
 	}
 	return c, nil

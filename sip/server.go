@@ -149,6 +149,7 @@ type Server struct {
 	contacts map[string]sipmsg.ContactHeader // by transport, as dialogs
 	bound    map[string]net.Addr             // the listeners' local addresses, by transport
 	regs     map[*Registration]struct{}      // registrations running (Register)
+	adopted  map[string]*Registration        // by transport: whose connection answers calls without a listener
 	placed   *sipgo.DialogClientCache        // calls Holdline places; set by the first Serve
 	serving  chan struct{}                   // closed once a Serve has set the above
 	once     sync.Once
@@ -217,7 +218,7 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, host: host, ownHost: own, ua: ua, srv: srv, client: client, calls: map[string]*call{}, persons: map[string]*person{},
 		dialogs: map[string]*sipgo.DialogServerCache{}, contacts: map[string]sipmsg.ContactHeader{}, serving: make(chan struct{}), pacer: p}
-	s.bound, s.regs = map[string]net.Addr{}, map[*Registration]struct{}{}
+	s.bound, s.regs, s.adopted = map[string]net.Addr{}, map[*Registration]struct{}{}, map[string]*Registration{}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	srv.OnInvite(byTheRFC(s.onInvite))
 	srv.OnAck(byTheRFC(s.onAck))

@@ -108,14 +108,16 @@ func (s *Server) listening(network string, local net.Addr) error {
 	case "tls":
 		uri.Scheme = "sips"
 	}
-	return s.addTransport(network, sipmsg.ContactHeader{Address: uri}, host, local)
+	return s.addTransport(network, sipmsg.ContactHeader{Address: uri}, host, local, nil)
 }
 
 // addTransport sets the server up to take calls over network with
 // contact: by a listener bound to local, or, with local nil, over the
-// connection of a registration (Register), which a listener that comes
-// later takes over from.
-func (s *Server) addTransport(network string, contact sipmsg.ContactHeader, host netip.Addr, local net.Addr) error {
+// connection of a registration (Register, by): the first registration
+// over a network the server does not listen on has its connection's
+// contact answer the calls, and a new one when its connection is
+// replaced; a listener that comes later takes over.
+func (s *Server) addTransport(network string, contact sipmsg.ContactHeader, host netip.Addr, local net.Addr, by *Registration) error {
 	dialogs := sipgo.NewDialogServerCache(s.client, contact)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -124,11 +126,12 @@ func (s *Server) addTransport(network string, contact sipmsg.ContactHeader, host
 		switch {
 		case local != nil && s.bound[network] != nil:
 			return fmt.Errorf("sip: already serving %s: one listener per transport", network)
-		case local == nil && (s.bound[network] != nil || was.String() == contact.Address.String()):
+		case local == nil && (s.bound[network] != nil || (s.adopted[network] != nil && s.adopted[network] != by)):
+			return nil
+		case local == nil && was.String() == contact.Address.String():
+			s.adopted[network] = by
 			return nil
 		}
-		// A listener takes over from a registration's connection, or a
-		// registration's new connection from its old one, gone.
 	}
 	if !s.cfg.mediaAddr.IsValid() {
 		s.cfg.mediaAddr = host
@@ -137,6 +140,9 @@ func (s *Server) addTransport(network string, contact sipmsg.ContactHeader, host
 	s.contacts[network] = contact
 	if local != nil {
 		s.bound[network] = local
+		delete(s.adopted, network)
+	} else {
+		s.adopted[network] = by
 	}
 	if s.placed == nil {
 		s.contact = contact
