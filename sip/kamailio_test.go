@@ -3,9 +3,11 @@ package sip_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -173,5 +175,113 @@ func TestKamailioTLSRegistrationAnswersCalls(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), password) || strings.Contains(k.Log(), password) {
 		t.Error("the password is in a log")
+	}
+}
+
+// tcpRelay forwards TCP connections to a target until cut, as a NAT or a
+// network path that can drop them.
+type tcpRelay struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+func startRelay(t *testing.T, target string) *tcpRelay {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &tcpRelay{ln: ln, target: target}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			r.mu.Lock()
+			r.conns = append(r.conns, c, up)
+			r.mu.Unlock()
+			r.wg.Add(2)
+			go func() { defer r.wg.Done(); io.Copy(up, c); up.Close() }()
+			go func() { defer r.wg.Done(); io.Copy(c, up); c.Close() }()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		r.cut()
+		r.wg.Wait()
+	})
+	return r
+}
+
+// cut closes every connection relayed so far.
+func (r *tcpRelay) cut() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.conns {
+		c.Close()
+	}
+	r.conns = nil
+}
+
+// TestKamailioTCPConnectionDropReregisters: Holdline registers over TCP
+// through a path that drops the connection while Kamailio stays up.
+// Holdline notices (keep-alive), registers again over a new connection,
+// and the same REGISTER removes the binding of the old one, so that
+// Kamailio holds exactly the new contact; the next call reaches Holdline
+// over the new connection.
+func TestKamailioTCPConnectionDropReregisters(t *testing.T) {
+	const password = "kam-tcp-pw"
+	k := kamailiotest.Start(t, map[string]string{"holdline": password})
+	relay := startRelay(t, k.TCP)
+	srv, _, logs := serveOn(t, "udp", nil)
+	_, port, _ := net.SplitHostPort(relay.ln.Addr().String())
+	const keepalive = 500 * time.Millisecond
+	reg, err := srv.Register(t.Context(), "sip:holdline@127.0.0.1:"+port+";transport=tcp", sip.WithRegisterPassword(password),
+		sip.WithRegisterKeepalive(keepalive), sip.WithRegisterBackoff(500*time.Millisecond, 4*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := reg.WaitRegistered(ctx); err != nil {
+		t.Fatalf("not registered: %v\n%s", err, logs)
+	}
+	first, err := k.WaitContacts(ctx, "holdline", func(c []string) bool { return len(c) == 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	caller := newKamailioCaller(t)
+	if code, err := caller.call(ctx, "holdline", k.UDP); err != nil || code != 200 {
+		t.Fatalf("call: %d, %v\n%s", code, err, logs)
+	}
+
+	relay.cut()
+	cutAt := time.Now()
+	now, err := k.WaitContacts(ctx, "holdline", func(c []string) bool { return len(c) == 1 && c[0] != first[0] })
+	if err != nil {
+		c, _ := k.Contacts(ctx, "holdline")
+		t.Fatalf("after the drop Kamailio holds %v (before: %v), want the new connection's contact alone: %v\n%s", c, first, err, logs)
+	}
+	again := time.Since(cutAt)
+	t.Logf("connection dropped: registered again over a new one in %v (keep-alive %v); %v replaced %v", again, keepalive, now, first)
+	if again > keepalive+time.Second {
+		t.Errorf("registered again %v after the drop, want within the keep-alive interval (%v) and a second", again, keepalive)
+	}
+	if code, err := caller.call(ctx, "holdline", k.UDP); err != nil || code != 200 {
+		t.Fatalf("call after the drop: %d, %v\n%s", code, err, logs)
+	}
+	if strings.Contains(logs.String(), "SIP registration failing") {
+		t.Errorf("a drop the first REGISTER repaired was logged as a failure:\n%s", logs)
 	}
 }

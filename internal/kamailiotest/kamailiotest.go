@@ -233,8 +233,10 @@ func (k *Kamailio) ctlSocket() string { return filepath.Join(k.dir, "ctl.sock") 
 // lines). REGISTERs are challenged (qop=auth, realm the From domain) and
 // checked against the users' plain passwords; over TCP and TLS the
 // contact is bound to the connection it came over (fix_nated_register),
-// so that calls go back over it. Other requests are routed to the
-// registered contact (lookup), record-routed.
+// so that calls go back over it, and so is the Contact of its answers
+// (fix_nated_contact), so that the dialog's requests do too. Other
+// requests are routed to the registered contact (lookup),
+// record-routed.
 const config = `#!KAMAILIO
 debug=2
 log_stderror=yes
@@ -331,8 +333,18 @@ request_route {
 		sl_send_reply("404", "Not Found");
 		exit;
 	}
+	t_on_reply("NATREPLY");
 	t_relay();
 	exit;
+}
+
+# A callee on a TCP or TLS connection is reached over that connection in
+# the dialog too: its Contact becomes the connection's source, as
+# Kamailio's NAT handling does for clients behind NAT.
+onreply_route[NATREPLY] {
+	if ((proto == TCP || proto == TLS) && status =~ "^(1|2)[0-9][0-9]") {
+		fix_nated_contact();
+	}
 }
 `
 
