@@ -180,11 +180,12 @@ func (s *Server) Register(ctx context.Context, aor string, opts ...RegisterOptio
 		}
 	}
 	var uri sipmsg.Uri
+	const form = "want sip:USER@REGISTRAR[:PORT][;transport=udp|tcp|tls] or sips:USER@REGISTRAR[:PORT]"
 	if err := sipmsg.ParseUri(aor, &uri); err != nil {
-		return nil, fmt.Errorf("sip: Register %q: %w", aor, err)
+		return nil, fmt.Errorf("sip: Register %q: %s: %w", aor, form, err)
 	}
 	if uri.User == "" || uri.Host == "" || (uri.Scheme != "sip" && uri.Scheme != "sips") {
-		return nil, fmt.Errorf("sip: Register %q: want sip:USER@REGISTRAR[:PORT][;transport=udp|tcp|tls]", aor)
+		return nil, fmt.Errorf("sip: Register %q: %s", aor, form)
 	}
 	network := "udp"
 	if uri.UriParams != nil {

@@ -128,6 +128,7 @@ type testRegistrar struct {
 	realm string
 	users map[string]string // user → password
 	max   time.Duration
+	proxy atomic.Bool // challenge with 407 and Proxy-Authenticate
 
 	mu         sync.Mutex
 	nonces     map[string]bool
@@ -176,13 +177,20 @@ func (g *testRegistrar) challenge(req *sipmsg.Request, tx sipmsg.ServerTransacti
 	g.nonces[nonce] = true
 	g.challenges++
 	g.mu.Unlock()
-	res := sipmsg.NewResponseFromRequest(req, 401, "Unauthorized", nil)
-	res.AppendHeader(sipmsg.NewHeader("WWW-Authenticate", (&digest.Challenge{Realm: g.realm, Nonce: nonce, Algorithm: "MD5", QOP: []string{"auth"}}).String()))
+	code, reason, name := 401, "Unauthorized", "WWW-Authenticate"
+	if g.proxy.Load() {
+		code, reason, name = 407, "Proxy Authentication Required", "Proxy-Authenticate"
+	}
+	res := sipmsg.NewResponseFromRequest(req, code, reason, nil)
+	res.AppendHeader(sipmsg.NewHeader(name, (&digest.Challenge{Realm: g.realm, Nonce: nonce, Algorithm: "MD5", QOP: []string{"auth"}}).String()))
 	_ = tx.Respond(res)
 }
 
 func (g *testRegistrar) onRegister(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 	h := req.GetHeader("Authorization")
+	if g.proxy.Load() {
+		h = req.GetHeader("Proxy-Authorization")
+	}
 	if h == nil {
 		g.challenge(req, tx)
 		return
@@ -532,4 +540,46 @@ func TestRegisterUnregistersWhenContextEnds(t *testing.T) {
 			t.Errorf("WaitRegistered after the end: %v", err)
 		}
 	})
+}
+
+// TestRegisterAnswersProxyChallenge: a registrar behind an
+// authenticating proxy challenges with 407 and Proxy-Authenticate; the
+// answer goes in Proxy-Authorization and the binding is made.
+func TestRegisterAnswersProxyChallenge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newMemNet()
+		g := startRegistrar(t, n.listen("10.0.0.1:5060"), "example.test", map[string]string{"alice": regPassword}, 60*time.Second)
+		g.proxy.Store(true)
+		srv, _ := startPhone(t, n.listen("10.0.0.2:5060"))
+		r, err := srv.Register(t.Context(), "sip:alice@10.0.0.1", sip.WithRegisterPassword(regPassword))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		if err := r.WaitRegistered(wctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, challenges, bindings := g.snapshot(); challenges != 1 || bindings != 1 {
+			t.Errorf("%d challenges, %d bindings: want one 407 answered and the binding made", challenges, bindings)
+		}
+	})
+}
+
+// TestRegisterRefusesBadAOR: an AOR Register cannot use is an error at
+// once, naming the form wanted.
+func TestRegisterRefusesBadAOR(t *testing.T) {
+	srv, err := sip.New(greeter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for _, aor := range []string{"pbx.example", "sip:pbx.example", "tel:+15551234", "sip:100@pbx.example;transport=sctp"} {
+		if _, err := srv.Register(t.Context(), aor, sip.WithRegisterPassword("x")); err == nil || !strings.Contains(err.Error(), "want") {
+			t.Errorf("Register(%q): %v, want an error saying what is wanted", aor, err)
+		}
+	}
+	if _, err := srv.Register(t.Context(), "sip:100@pbx.example", sip.WithRegisterExpires(0)); err == nil {
+		t.Error("an expiry of 0 was accepted")
+	}
 }
