@@ -66,6 +66,7 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 	var sipRegister stringList
 	fs.Var(&sipRegister, "sip-register", "register at a registrar (a PBX, a SIP provider) as `AOR` (sip:USER@REGISTRAR[:PORT][;transport=udp|tcp|tls], sips: for TLS) and answer the calls it sends; the password in HOLDLINE_SIP_PASSWORD (repeatable)")
 	sipRegExpires := fs.Duration("sip-register-expires", hsip.DefaultRegisterExpires, "the registration lifetime to ask for (the registrar may grant less: it is refreshed before what was granted runs out)")
+	sipCA := fs.String("sip-ca", "", "the roots (PEM `FILE`) that verify a TLS registrar's certificate (--sip-register over TLS); default: the system's")
 	publicURL := fs.String("public-url", "", "the `URL` carriers reach this server at (https://HOST), for Twilio's and Plivo's webhook signatures and the stream URL the answers name (default: X-Forwarded-Proto/Host, else the request's own)")
 	storeSpec := fs.String("store", "", "where sessions are checkpointed to outlive this worker: `file:PATH`, redis://HOST:PORT (workers sharing it take over each other's sessions), or none (default: a file under the user's cache, one per HTTP port)")
 	worker := fs.String("worker", workerName(), "this worker's `NAME` in the store's leases")
@@ -143,6 +144,13 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 	regs, err := sipRegistrations(sipRegister, *sipAddr != "", *sipRegExpires, os.Getenv("HOLDLINE_SIP_PASSWORD"))
 	if err != nil {
 		return err
+	}
+	if *sipCA != "" {
+		roots, err := sipRoots(*sipCA)
+		if err != nil {
+			return err
+		}
+		sipOpts = append(sipOpts, hsip.WithTLSClientConfig(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}))
 	}
 	var topts []webrtc.Option
 	if *iceServers == "" {

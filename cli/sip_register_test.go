@@ -53,15 +53,16 @@ func TestSIPRegisterFlags(t *testing.T) {
 	}
 }
 
-// `holdline serve --sip-register` registers at a real Kamailio (over
-// UDP, from its --sip listener), and SIGTERM removes the binding before
-// serve exits; without HOLDLINE_SIP_PASSWORD it does not start.
+// `holdline serve --sip-register` twice registers at a real Kamailio,
+// once over UDP (from its --sip listener) and once over TLS (Kamailio's
+// certificate trusted with --sip-ca), and SIGTERM removes both bindings
+// before serve exits; without HOLDLINE_SIP_PASSWORD it does not start.
 func TestServeRegistersAtKamailio(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts holdline")
 	}
 	const pw = "serve-Reg-pw"
-	k := kamailiotest.Start(t, map[string]string{"agent": pw})
+	k := kamailiotest.Start(t, map[string]string{"agent": pw, "agent-tls": pw})
 	dir := t.TempDir()
 	bin := buildHoldline(t, dir)
 	sipPort, err := freeport.UDP()
@@ -69,8 +70,10 @@ func TestServeRegistersAtKamailio(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, kport, _ := net.SplitHostPort(k.UDP)
+	_, tlsPort, _ := net.SplitHostPort(k.TLS)
 	args := []string{"serve", "--http", "127.0.0.1:0", "--store", "none", "--sip", fmt.Sprintf("udp:127.0.0.1:%d", sipPort),
-		"--sip-register", "sip:agent@127.0.0.1:" + kport, "--sip-register-expires", "120s"}
+		"--sip-register", "sip:agent@127.0.0.1:" + kport, "--sip-register", "sips:agent-tls@127.0.0.1:" + tlsPort,
+		"--sip-ca", k.CertFile(), "--sip-register-expires", "120s"}
 
 	out, err := exec.Command(bin, args...).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "HOLDLINE_SIP_PASSWORD") {
@@ -100,10 +103,14 @@ func TestServeRegistersAtKamailio(t *testing.T) {
 	if err != nil {
 		t.Fatalf("serve did not register: %v\n%s", err, output())
 	}
-	t.Logf("registered %v after serve started: %v", time.Since(start), contacts)
 	if want := fmt.Sprintf("127.0.0.1:%d", sipPort); !strings.Contains(strings.Join(contacts, " "), want) {
 		t.Errorf("contacts %v: want the --sip listener %s", contacts, want)
 	}
+	tlsContacts, err := k.WaitContacts(ctx, "agent-tls", func(c []string) bool { return len(c) > 0 })
+	if err != nil {
+		t.Fatalf("serve did not register over TLS: %v\n%s", err, output())
+	}
+	t.Logf("registered %v after serve started: %v over UDP, %v over TLS", time.Since(start), contacts, tlsContacts)
 	if err := serve.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -112,10 +119,12 @@ func TestServeRegistersAtKamailio(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("serve did not exit on SIGTERM\n%s", output())
 	}
-	if c, err := k.Contacts(ctx, "agent"); err != nil || len(c) != 0 {
-		t.Errorf("after serve exited the registrar holds %v (%v), want the binding removed\n%s", c, err, output())
+	for _, user := range []string{"agent", "agent-tls"} {
+		if c, err := k.Contacts(ctx, user); err != nil || len(c) != 0 {
+			t.Errorf("after serve exited the registrar holds %v for %s (%v), want the binding removed\n%s", c, user, err, output())
+		}
 	}
-	for _, want := range []string{"Holdline is registering as sip:agent@", "SIP registered", "SIP unregistered"} {
+	for _, want := range []string{"Holdline is registering as sip:agent@", "Holdline is registering as sips:agent-tls@", "SIP registered", `SIP unregistered" aor=sips:agent-tls`, `SIP unregistered" aor=sip:agent@`} {
 		if !strings.Contains(output(), want) {
 			t.Errorf("serve's output lacks %q:\n%s", want, output())
 		}

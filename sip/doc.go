@@ -69,7 +69,7 @@
 // the registrar granted runs out, retried with a capped exponential
 // backoff while it is down, and removed on Close. Over TCP and TLS the
 // calls come back over the registration's own connection and are
-// answered on it (WithClientTLS sets the roots it is verified with).
+// answered on it (WithTLSClientConfig sets the roots it is verified with).
 //
 // With WithStore, calls are checkpointed to a store shared by workers: a
 // Holdline worker answering a transferred call takes its conversation

@@ -158,6 +158,10 @@ func (k *Kamailio) RootCAs() *x509.CertPool {
 	return p
 }
 
+// CertFile is Kamailio's certificate (PEM), for clients that take their
+// roots from a file.
+func (k *Kamailio) CertFile() string { return filepath.Join(k.dir, "cert.pem") }
+
 // ClientTLS is a TLS configuration that trusts Kamailio's certificate.
 func (k *Kamailio) ClientTLS() *tls.Config {
 	return &tls.Config{RootCAs: k.RootCAs(), MinVersion: tls.VersionTLS12}
