@@ -138,12 +138,13 @@ func (s *Server) addTransport(network string, contact sipmsg.ContactHeader, host
 	}
 	s.dialogs[network] = dialogs
 	s.contacts[network] = contact
-	if local != nil {
-		s.bound[network] = local
-		delete(s.adopted, network)
-	} else {
+	if local == nil {
+		// Calls Holdline places keep to its listeners.
 		s.adopted[network] = by
+		return nil
 	}
+	s.bound[network] = local
+	delete(s.adopted, network)
 	if s.placed == nil {
 		s.contact = contact
 		s.placed = sipgo.NewDialogClientCache(s.client, contact)
