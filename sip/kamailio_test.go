@@ -285,3 +285,56 @@ func TestKamailioTCPConnectionDropReregisters(t *testing.T) {
 		t.Errorf("a drop the first REGISTER repaired was logged as a failure:\n%s", logs)
 	}
 }
+
+// TestKamailioTLSRefreshesBeforeExpiry: over TLS, with Kamailio granting
+// 10 s of the 300 s asked, Holdline refreshes before every binding runs
+// out (at half of so short a lifetime) for 31 s of real time, and
+// Kamailio holds the binding at every look, 4 a second.
+func TestKamailioTLSRefreshesBeforeExpiry(t *testing.T) {
+	if testing.Short() {
+		t.Skip("31 s of real time")
+	}
+	const password = "kam-refresh-pw"
+	k := kamailiotest.StartWith(t, kamailiotest.Options{Users: map[string]string{"holdline": password}, MaxExpires: 10})
+	_, tlsPort, _ := net.SplitHostPort(k.TLS)
+	srv, _, logs := serveOn(t, "udp", nil, sip.WithTLSClientConfig(k.ClientTLS()))
+	reg, err := srv.Register(t.Context(), "sip:holdline@127.0.0.1:"+tlsPort+";transport=tls", sip.WithRegisterPassword(password))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := reg.WaitRegistered(ctx); err != nil {
+		t.Fatalf("not registered: %v\n%s", err, logs)
+	}
+	type refresh struct {
+		at      time.Time
+		granted time.Duration
+	}
+	var seen []refresh
+	count, missing := 0, 0
+	for end := time.Now().Add(31 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		if st := reg.State(); st.Registers > count {
+			count = st.Registers
+			seen = append(seen, refresh{time.Now(), st.Expires})
+		}
+		if c, err := k.Contacts(ctx, "holdline"); err != nil || len(c) == 0 {
+			missing++
+		}
+	}
+	largest := -time.Hour
+	for i := 1; i < len(seen); i++ {
+		largest = max(largest, seen[i].at.Sub(seen[i-1].at.Add(seen[i-1].granted)))
+	}
+	t.Logf("31 s over TLS at 10 s grants: %d REGISTERs accepted, largest gap between a binding's expiry and its refresh %v (to 250 ms), binding missing at %d looks",
+		count, largest.Round(time.Millisecond), missing)
+	if count < 6 || count > 9 {
+		t.Errorf("%d REGISTERs in 31 s at 10 s grants, want 7 (one every 5 s)", count)
+	}
+	if largest > -4*time.Second {
+		t.Errorf("a refresh came %v after its binding's expiry, want about 5 s before", largest)
+	}
+	if missing > 0 {
+		t.Errorf("Kamailio held no binding at %d looks", missing)
+	}
+}

@@ -41,8 +41,8 @@ const Packages = "kamailio kamailio-tls-modules"
 // Absent is what a test says when Kamailio is not installed.
 const Absent = "kamailio (with its TLS module) is missing: apt-get install " + Packages + " (make test installs them)"
 
-// MaxExpires is the longest binding the registrar grants: shorter than
-// a client asks for, as registrars commonly are.
+// MaxExpires is the longest binding the registrar grants by default:
+// shorter than a client asks for, as registrars commonly are.
 const MaxExpires = 60
 
 // Realm is the digest realm: the domain, as Kamailio configurations
@@ -86,6 +86,8 @@ type Kamailio struct {
 	UDP, TCP, TLS string
 	// Users are the users and passwords that may register.
 	Users map[string]string
+	// MaxExpires is the longest binding granted, in seconds.
+	MaxExpires int
 
 	path string
 	dir  string
@@ -102,8 +104,26 @@ type Kamailio struct {
 // Kamailio on free loopback ports until tb ends.
 func Start(tb testing.TB, users map[string]string) *Kamailio {
 	tb.Helper()
+	return StartWith(tb, Options{Users: users})
+}
+
+// Options configure a Kamailio.
+type Options struct {
+	// Users are the users (user → password) that may register.
+	Users map[string]string
+	// MaxExpires is the longest binding granted, in seconds (default
+	// MaxExpires).
+	MaxExpires int
+}
+
+// StartWith is Start with more options.
+func StartWith(tb testing.TB, o Options) *Kamailio {
+	tb.Helper()
 	path := Need(tb)
-	k := &Kamailio{Users: users, path: path, dir: tb.TempDir()}
+	if o.MaxExpires <= 0 {
+		o.MaxExpires = MaxExpires
+	}
+	k := &Kamailio{Users: o.Users, MaxExpires: o.MaxExpires, path: path, dir: tb.TempDir()}
 	if err := k.writeCert(); err != nil {
 		tb.Fatal(err)
 	}
@@ -226,7 +246,7 @@ require_certificate = no
 	for _, u := range users {
 		fmt.Fprintf(&init, "\t$sht(users=>%s) = %q;\n", u, k.Users[u])
 	}
-	cfg := fmt.Sprintf(config, k.UDP, k.TCP, k.TLS, filepath.Join(k.dir, "tls.cfg"), k.ctlSocket(), MaxExpires, init.String())
+	cfg := fmt.Sprintf(config, k.UDP, k.TCP, k.TLS, filepath.Join(k.dir, "tls.cfg"), k.ctlSocket(), k.MaxExpires, k.MaxExpires, init.String())
 	return os.WriteFile(filepath.Join(k.dir, "kamailio.cfg"), []byte(cfg), 0o600)
 }
 
@@ -277,7 +297,8 @@ modparam("tls", "config", "%s")
 modparam("ctl", "binrpc", "unix:%s")
 modparam("usrloc", "db_mode", 0)
 modparam("registrar", "max_expires", %d)
-modparam("registrar", "default_expires", 60)
+modparam("registrar", "default_expires", %d)
+modparam("registrar", "min_expires", 1)
 modparam("registrar", "received_avp", "$avp(RECEIVED)")
 modparam("nathelper", "received_avp", "$avp(RECEIVED)")
 modparam("htable", "htable", "users=>size=4;")
