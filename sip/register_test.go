@@ -41,15 +41,14 @@ type memPacket struct {
 // memConn is a net.PacketConn of a memNet. While down it drops what
 // comes to it, as a registrar that is not running.
 type memConn struct {
-	n     *memNet
-	addr  *net.UDPAddr
-	in    chan memPacket
-	done  chan struct{}
-	once  sync.Once
-	down  atomic.Bool
-	mu    sync.Mutex
-	seen  []memSeen // REGISTERs dropped while down
-	drops int
+	n    *memNet
+	addr *net.UDPAddr
+	in   chan memPacket
+	done chan struct{}
+	once sync.Once
+	down atomic.Bool
+	mu   sync.Mutex
+	seen []memSeen // REGISTERs dropped while down
 }
 
 type memSeen struct {
@@ -95,7 +94,6 @@ func (c *memConn) WriteTo(p []byte, to net.Addr) (int, error) {
 				dst.seen = append(dst.seen, memSeen{at: time.Now(), cseq: string(m[1])})
 			}
 		}
-		dst.drops++
 		dst.mu.Unlock()
 		return len(p), nil
 	}
