@@ -375,6 +375,17 @@ func TestRegisterRefreshesWithinGrantedExpiry(t *testing.T) {
 	})
 }
 
+// durations print as durations.
+type durations []time.Duration
+
+func (d durations) String() string {
+	parts := make([]string, len(d))
+	for i, x := range d {
+		parts[i] = x.String()
+	}
+	return strings.Join(parts, ", ")
+}
+
 // TestRegisterBacksOffWhileRegistrarIsDown: the registrar stops
 // answering for 5 minutes mid-registration: the retries back off
 // (doubling, capped below half the granted 60 s), the failure is logged
@@ -412,11 +423,11 @@ func TestRegisterBacksOffWhileRegistrarIsDown(t *testing.T) {
 		regConn.mu.Lock()
 		seen := append([]memSeen(nil), regConn.seen...)
 		regConn.mu.Unlock()
-		var gaps []time.Duration
+		var gaps durations
 		for i := 1; i < len(seen); i++ {
 			gaps = append(gaps, seen[i].at.Sub(seen[i-1].at))
 		}
-		t.Logf("outage of 5 min: %d REGISTER attempts went unanswered, %d apart; registered again %v after the registrar came back",
+		t.Logf("outage of 5 min: %d REGISTER attempts went unanswered, %v apart; registered again %v after the registrar came back",
 			len(seen), gaps, back.Sub(upAt))
 		if back.IsZero() {
 			t.Fatal("not registered again after the registrar came back")
