@@ -10,7 +10,10 @@ APT_PACKAGES := libspeexdsp1 libspeexdsp-dev espeak-ng sox pocketsphinx pocketsp
 # The browser tests: Debian's Chromium, driven by playwright-core. The SIP
 # tests: sipp (Debian's sip-tester) and baresip as the phones. coturn as
 # the TURN server a caller in a network namespace reaches the agent through.
-APT_TEST_PACKAGES := chromium sip-tester baresip-core redis-server coturn prometheus
+# Kamailio as the registrar and proxy Holdline registers with (the tests
+# start their own; Debian's service, if its package started one, is
+# stopped by test-deps so that nothing else holds port 5060).
+APT_TEST_PACKAGES := chromium sip-tester baresip-core redis-server coturn prometheus kamailio kamailio-tls-modules
 # Silero VAD: the ONNX Runtime library from the npm package onnxruntime-node
 # and the model from @livekit/agents-plugin-silero, fetched with npm pack.
 MODELS_DIR ?= $(HOME)/.cache/holdline
@@ -35,6 +38,10 @@ deps:
 
 test-deps: deps
 	@$(MAKE) --no-print-directory apt PACKAGES="$(APT_TEST_PACKAGES)"
+	@if [ -s /run/kamailio/kamailio.pid ] && kill -0 "$$(cat /run/kamailio/kamailio.pid)" 2>/dev/null; then \
+		echo "stopping the kamailio service the package started"; \
+		systemctl disable --now kamailio 2>/dev/null || kill "$$(cat /run/kamailio/kamailio.pid)"; \
+	fi
 	@test -d test/browser/node_modules/playwright-core -a -d test/browser/node_modules/whip-whep || (cd test/browser && npm ci --no-audit --no-fund)
 
 apt:

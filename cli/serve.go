@@ -64,6 +64,10 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 	redial := fs.Duration("sip-redial-window", hsip.DefaultRedialWindow, "with a store: a caller who dials again within this long after their worker died picks the call up where it was (0: never)")
 	holdAudio := fs.String("hold-audio", hsip.HoldTone, "what a caller hears on hold while a tool's sip.WarmTransfer briefs a person: a WAV `FILE` (played in a loop), or tone for a generated comfort tone")
 	sipUser := fs.String("sip-user", "", "make callers authenticate (digest) as `NAME`, with the password in HOLDLINE_SIP_PASSWORD")
+	var sipRegister stringList
+	fs.Var(&sipRegister, "sip-register", "register at a registrar (a PBX, a SIP provider) as `AOR` (sip:USER@REGISTRAR[:PORT][;transport=udp|tcp|tls], sips: for TLS) and answer the calls it sends; the password in HOLDLINE_SIP_PASSWORD (repeatable)")
+	sipRegExpires := fs.Duration("sip-register-expires", hsip.DefaultRegisterExpires, "the registration lifetime to ask for (the registrar may grant less: it is refreshed before what was granted runs out)")
+	sipCA := fs.String("sip-ca", "", "the roots (PEM `FILE`) that verify a TLS registrar's certificate (--sip-register over TLS); default: the system's")
 	publicURL := fs.String("public-url", "", "the `URL` carriers reach this server at (https://HOST), for Twilio's and Plivo's webhook signatures and the stream URL the answers name (default: X-Forwarded-Proto/Host, else the request's own)")
 	storeSpec := fs.String("store", "", "where sessions are checkpointed to outlive this worker: `file:PATH`, redis://HOST:PORT (workers sharing it take over each other's sessions), or none (default: a file under the user's cache, one per HTTP port)")
 	worker := fs.String("worker", workerName(), "this worker's `NAME` in the store's leases")
@@ -142,6 +146,17 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 		if *sipUser != "" && os.Getenv("HOLDLINE_SIP_PASSWORD") == "" {
 			return fmt.Errorf("--sip-user %s: set HOLDLINE_SIP_PASSWORD to its password", *sipUser)
 		}
+	}
+	regs, err := sipRegistrations(sipRegister, *sipAddr != "", *sipRegExpires, os.Getenv("HOLDLINE_SIP_PASSWORD"))
+	if err != nil {
+		return err
+	}
+	if *sipCA != "" {
+		roots, err := sipRoots(*sipCA)
+		if err != nil {
+			return err
+		}
+		sipOpts = append(sipOpts, hsip.WithTLSClientConfig(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}))
 	}
 	var topts []webrtc.Option
 	if *iceServers == "" {
@@ -299,7 +314,7 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 		if *sipUser != "" {
 			sopts = append(sopts, hsip.WithDigestAuth("holdline", *sipUser, os.Getenv("HOLDLINE_SIP_PASSWORD")))
 		}
-		stopSIP, err := serveSIP(ctx, sipSpecs, sipTLS, allow, *rtpTimeout, *name, newAgent, logger, stdout, sopts...)
+		stopSIP, err := serveSIP(ctx, sipSpecs, sipTLS, allow, *rtpTimeout, *name, newAgent, logger, stdout, regs, sopts...)
 		if err != nil {
 			return err
 		}
@@ -566,7 +581,7 @@ func addrInUse(flag, addr string, err error) error {
 
 // serveSIP answers phone calls on listeners with the agent, until ctx
 // ends or the returned stop is called.
-func serveSIP(ctx context.Context, listeners []sipListen, tlsCfg *tls.Config, allow []netip.Prefix, rtpTimeout time.Duration, name string, newAgent hsip.AgentFunc, logger *slog.Logger, stdout io.Writer, extra ...hsip.Option) (stop func(), err error) {
+func serveSIP(ctx context.Context, listeners []sipListen, tlsCfg *tls.Config, allow []netip.Prefix, rtpTimeout time.Duration, name string, newAgent hsip.AgentFunc, logger *slog.Logger, stdout io.Writer, regs sipRegs, extra ...hsip.Option) (stop func(), err error) {
 	opts := append([]hsip.Option{hsip.WithLogger(logger), hsip.WithRTPTimeout(rtpTimeout)}, extra...)
 	for _, p := range allow {
 		opts = append(opts, hsip.WithAllow(p))
@@ -585,7 +600,17 @@ func serveSIP(ctx context.Context, listeners []sipListen, tlsCfg *tls.Config, al
 		}
 		fmt.Fprintf(stdout, "Holdline is answering phone calls for the %s agent at %s (%s)\n", name, uri, strings.ToUpper(l.network))
 	}
-	return serveSIPListeners(ctx, srv, listeners, tlsCfg, logger), nil
+	stop = serveSIPListeners(ctx, srv, listeners, tlsCfg, logger)
+	// The registrations end with srv's Close (or ctx), un-REGISTERing
+	// before the listeners close.
+	for _, aor := range regs.aors {
+		if _, err := srv.Register(ctx, aor, regs.opts...); err != nil {
+			stop()
+			return nil, fmt.Errorf("--sip-register %s: %w", aor, err)
+		}
+		fmt.Fprintf(stdout, "Holdline is registering as %s, to answer the calls its registrar sends\n", aor)
+	}
+	return stop, nil
 }
 
 // serveSIPListeners serves SIP with srv on listeners until ctx ends or
@@ -614,4 +639,43 @@ func serveSIPListeners(ctx context.Context, srv *hsip.Server, listeners []sipLis
 			}
 		}
 	}
+}
+
+// stringList collects a repeated flag's values.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}
+
+// sipRegs are --sip-register's AORs and the options they register with.
+type sipRegs struct {
+	aors []string
+	opts []hsip.RegisterOption
+}
+
+// sipRegistrations checks --sip-register and --sip-register-expires: a
+// registration needs --sip (calls over UDP come to its listener) and the
+// password; the AOR itself is checked when it starts.
+func sipRegistrations(aors []string, serving bool, expires time.Duration, password string) (sipRegs, error) {
+	if len(aors) == 0 {
+		return sipRegs{}, nil
+	}
+	switch {
+	case !serving:
+		return sipRegs{}, fmt.Errorf("--sip-register %s: needs --sip (e.g. --sip udp:0.0.0.0:5060): the calls come to its listeners or over the registration's connection", aors[0])
+	case password == "":
+		return sipRegs{}, fmt.Errorf("--sip-register %s: set HOLDLINE_SIP_PASSWORD to its password", aors[0])
+	case expires < time.Second:
+		return sipRegs{}, fmt.Errorf("--sip-register-expires %v: want a second or more", expires)
+	}
+	for _, a := range aors {
+		if !strings.HasPrefix(a, "sip:") && !strings.HasPrefix(a, "sips:") || !strings.Contains(a, "@") {
+			return sipRegs{}, fmt.Errorf("--sip-register %q: want sip:USER@REGISTRAR[:PORT][;transport=udp|tcp|tls] or sips:USER@REGISTRAR", a)
+		}
+	}
+	return sipRegs{aors: aors, opts: []hsip.RegisterOption{hsip.WithRegisterPassword(password), hsip.WithRegisterExpires(expires)}}, nil
 }

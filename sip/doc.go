@@ -84,6 +84,14 @@
 // ErrTransferNoAnswer, ErrTransferNoDecision, ErrTransferHungUp). Each
 // step is a transfer_* event and a checkpoint with TransferState.
 //
+// Register keeps the server's contact registered at a registrar (a PBX,
+// a SIP provider) for the calls it delivers only to registered
+// contacts: the digest challenge answered, refreshed before the lifetime
+// the registrar granted runs out, retried with a capped exponential
+// backoff while it is down, and removed on Close. Over TCP and TLS the
+// calls come back over the registration's own connection and are
+// answered on it (WithTLSClientConfig sets the roots it is verified with).
+//
 // With WithStore, calls are checkpointed to a store shared by workers: a
 // Holdline worker answering a transferred call takes its conversation
 // over by the token, and a caller who dials the same number again after

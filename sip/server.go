@@ -148,6 +148,9 @@ type Server struct {
 	// "tls"): each transport's responses carry a Contact of its own.
 	dialogs  map[string]*sipgo.DialogServerCache
 	contacts map[string]sipmsg.ContactHeader // by transport, as dialogs
+	bound    map[string]net.Addr             // the listeners' local addresses, by transport
+	regs     map[*Registration]struct{}      // registrations running (Register)
+	adopted  map[string]*Registration        // by transport: whose connection answers calls without a listener
 	placed   *sipgo.DialogClientCache        // calls Holdline places; set by the first Serve
 	serving  chan struct{}                   // closed once a Serve has set the above
 	once     sync.Once
@@ -216,6 +219,7 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, host: host, ownHost: own, ua: ua, srv: srv, client: client, calls: map[string]*call{}, persons: map[string]*person{},
 		dialogs: map[string]*sipgo.DialogServerCache{}, contacts: map[string]sipmsg.ContactHeader{}, serving: make(chan struct{}), pacer: p}
+	s.bound, s.regs, s.adopted = map[string]net.Addr{}, map[*Registration]struct{}{}, map[string]*Registration{}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	srv.OnInvite(byTheRFC(s.onInvite))
 	srv.OnAck(byTheRFC(s.onAck))
@@ -239,13 +243,16 @@ func (s *Server) ListenAndServeUDP(ctx context.Context, addr string) error {
 	return s.ServeUDP(ctx, conn)
 }
 
-// ServeUDP serves SIP over conn until ctx ends or Close; it closes conn.
+// ServeUDP serves SIP over conn until ctx ends or Close; it closes conn,
+// once the registrations over UDP (Register) have removed their bindings.
 func (s *Server) ServeUDP(ctx context.Context, conn net.PacketConn) error {
 	if err := s.listening("udp", conn.LocalAddr()); err != nil {
 		conn.Close()
 		return err
 	}
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	// Registrations over UDP remove their bindings out of the socket
+	// before it closes.
+	stop := context.AfterFunc(ctx, func() { s.endRegistrations("udp"); conn.Close() })
 	defer stop()
 	err := s.srv.ServeUDP(newGuardConn(conn, s.cfg.log))
 	if ctx.Err() != nil || s.isClosed() {
@@ -295,12 +302,13 @@ func quantile(hist []uint64, q float64) (time.Duration, uint64) {
 	return time.Duration(len(hist)) * 100 * time.Microsecond, total
 }
 
-// Close hangs up every call (BYE), waits for them to end, and stops
-// serving.
+// Close hangs up every call (BYE), waits for them to end, ends the
+// registrations (un-REGISTER), and stops serving.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	s.endRegistrations()
 	s.cancel()
 	s.wg.Wait()
 	s.pacer.free()

@@ -108,18 +108,43 @@ func (s *Server) listening(network string, local net.Addr) error {
 	case "tls":
 		uri.Scheme = "sips"
 	}
-	contact := sipmsg.ContactHeader{Address: uri}
+	return s.addTransport(network, sipmsg.ContactHeader{Address: uri}, host, local, nil)
+}
+
+// addTransport sets the server up to take calls over network with
+// contact: by a listener bound to local, or, with local nil, over the
+// connection of a registration (Register, by): the first registration
+// over a network the server does not listen on has its connection's
+// contact answer the calls, and a new one when its connection is
+// replaced; a listener that comes later takes over.
+func (s *Server) addTransport(network string, contact sipmsg.ContactHeader, host netip.Addr, local net.Addr, by *Registration) error {
 	dialogs := sipgo.NewDialogServerCache(s.client, contact)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.dialogs[network]; ok {
-		return fmt.Errorf("sip: already serving %s: one listener per transport", network)
+		was := s.contacts[network].Address
+		switch {
+		case local != nil && s.bound[network] != nil:
+			return fmt.Errorf("sip: already serving %s: one listener per transport", network)
+		case local == nil && (s.bound[network] != nil || (s.adopted[network] != nil && s.adopted[network] != by)):
+			return nil
+		case local == nil && was.String() == contact.Address.String():
+			s.adopted[network] = by
+			return nil
+		}
 	}
 	if !s.cfg.mediaAddr.IsValid() {
 		s.cfg.mediaAddr = host
 	}
 	s.dialogs[network] = dialogs
 	s.contacts[network] = contact
+	if local == nil {
+		// Calls Holdline places keep to its listeners.
+		s.adopted[network] = by
+		return nil
+	}
+	s.bound[network] = local
+	delete(s.adopted, network)
 	if s.placed == nil {
 		s.contact = contact
 		s.placed = sipgo.NewDialogClientCache(s.client, contact)
