@@ -12,18 +12,15 @@ import (
 	"github.com/holdline/holdline/examples/booking"
 	"github.com/holdline/holdline/internal/baresiptest"
 	"github.com/holdline/holdline/runtime"
+	"github.com/holdline/holdline/sip"
 	"github.com/holdline/holdline/stt/pocketsphinx"
 	"github.com/holdline/holdline/tts/espeak"
 )
 
-// baresip, a real softphone, calls the booking agent running on this
-// machine's engines: the caller's words are recognised by pocketsphinx,
-// book_table runs once, and the agent's answer is spoken back down the
-// line.
-func TestBaresipCallsTheBookingAgent(t *testing.T) {
-	baresip := baresiptest.Need(t)
-	rec := &recorder{}
-	newAgent := func(context.Context) (*runtime.Agent, func(), error) {
+// bookingAgent is the booking agent on this machine's engines
+// (pocketsphinx, espeak-ng), its sessions' events recorded in rec.
+func bookingAgent(rec *recorder) sip.AgentFunc {
+	return func(context.Context) (*runtime.Agent, func(), error) {
 		voice, err := espeak.New()
 		if err != nil {
 			return nil, nil, err
@@ -43,6 +40,48 @@ func TestBaresipCallsTheBookingAgent(t *testing.T) {
 		}
 		return agent, func() { ears.Close() }, nil
 	}
+}
+
+// booked says whether the agent has spoken a booking.
+func (r *recorder) booked() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.evs {
+		if e.Kind == events.PlayoutDone && strings.Contains(e.Text, "booked") {
+			return true
+		}
+	}
+	return false
+}
+
+// bookings counts book_table's runs, failing the test for one that did
+// not succeed, and returns what the caller was heard saying.
+func (r *recorder) bookings(t *testing.T) (runs int, heard []string) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.evs {
+		if e.Kind == events.UserTurn {
+			heard = append(heard, e.Text)
+		}
+		if e.Kind == events.ToolTerminal && e.Tool == "book_table" {
+			runs++
+			if e.State != "succeeded" {
+				t.Errorf("book_table %s", e.State)
+			}
+		}
+	}
+	return runs, heard
+}
+
+// baresip, a real softphone, calls the booking agent running on this
+// machine's engines: the caller's words are recognised by pocketsphinx,
+// book_table runs once, and the agent's answer is spoken back down the
+// line.
+func TestBaresipCallsTheBookingAgent(t *testing.T) {
+	baresip := baresiptest.Need(t)
+	rec := &recorder{}
+	newAgent := bookingAgent(rec)
 	_, addr := serveAgent(t, newAgent)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -58,17 +97,7 @@ func TestBaresipCallsTheBookingAgent(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	booked := func() bool {
-		rec.mu.Lock()
-		defer rec.mu.Unlock()
-		for _, e := range rec.evs {
-			if e.Kind == events.PlayoutDone && strings.Contains(e.Text, "booked") {
-				return true
-			}
-		}
-		return false
-	}
-	for !booked() {
+	for !rec.booked() {
 		select {
 		case err := <-done:
 			t.Fatalf("baresip ended (%v) before the booking was spoken: %v\n%s", err, rec.kinds(), out.String())
@@ -77,21 +106,7 @@ func TestBaresipCallsTheBookingAgent(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	var heard []string
-	runs := 0
-	rec.mu.Lock()
-	for _, e := range rec.evs {
-		if e.Kind == events.UserTurn {
-			heard = append(heard, e.Text)
-		}
-		if e.Kind == events.ToolTerminal && e.Tool == "book_table" {
-			runs++
-			if e.State != "succeeded" {
-				t.Errorf("book_table %s", e.State)
-			}
-		}
-	}
-	rec.mu.Unlock()
+	runs, heard := rec.bookings(t)
 	t.Logf("baresip's caller was heard as %q; book_table ran %d time(s)", heard, runs)
 	if runs != 1 {
 		t.Errorf("book_table ran %d times; want once", runs)
