@@ -486,7 +486,9 @@ func (k *Kamailio) Log() string {
 func (k *Kamailio) Contacts(ctx context.Context, aor string) ([]string, error) {
 	out, err := exec.CommandContext(ctx, "kamcmd", "-s", "unix:"+k.ctlSocket(), "ul.lookup", "location", aor).CombinedOutput()
 	text := string(out)
-	if strings.Contains(text, "AOR not found") || strings.Contains(text, "404") {
+	// Not found is "error: 404 - AOR not found"; a binding's own text
+	// (a port, a Call-ID) may hold the digits 404 too.
+	if strings.Contains(text, "AOR not found") {
 		return nil, nil
 	}
 	if err != nil {
