@@ -1074,8 +1074,10 @@ func TestWarmTransferBridgesWhenTheReferIsRefused(t *testing.T) {
 	})
 	refused := make(chan struct{}, 1)
 	c := callHoldline(t, addr, "warm-refused", "Allow: INVITE, ACK, BYE, REFER\nSupported: replaces\n", func(c *caller, req string) {
-		c.u.respond(req, "503 Service Unavailable")
+		// Noted before the answer, which may end the transfer before the
+		// test looks.
 		refused <- struct{}{}
+		c.u.respond(req, "503 Service Unavailable")
 	})
 	called := d.toolCalled(t)
 	person.wait(agentVoice, called, 10*time.Second)
