@@ -55,6 +55,9 @@ const (
 	PutThrough
 	// Redialled is a caller who called back after the call was cut off.
 	Redialled
+	// Moved is a call a draining worker moved here at a clean point: the
+	// conversation goes on without a word about it.
+	Moved
 )
 
 func (o Origin) String() string {
@@ -65,6 +68,8 @@ func (o Origin) String() string {
 		return "put_through"
 	case Redialled:
 		return "redialled"
+	case Moved:
+		return "moved"
 	}
 	return "fresh"
 }
@@ -172,6 +177,12 @@ type Call struct {
 	stored    chan struct{} // closed once runStore has returned: no more checkpoint writes
 
 	playing atomic.Bool // a turn's audio is playing
+	// quiet: the session is at a clean point (its last telling event was
+	// idle): a draining host may move the call.
+	quiet      atomic.Bool
+	moving     atomic.Bool // a drain is moving the call
+	moveFailed atomic.Bool // a move was tried and failed: the call stays
+	movedFrom  string      // the worker a moved call came from
 
 	mu       sync.Mutex
 	running  bool // the session runs (the first connection came up)
@@ -199,8 +210,18 @@ func (h *Host) Start(ctx context.Context, spec Spec, line Line) (*Call, error) {
 	if id == "" {
 		id = NewID(spec.Kind)
 	}
-	c := &Call{h: h, id: id, kind: spec.Kind, origin: spec.Origin, started: time.Now(), rec: spec.Recovery,
+	var movedFrom string
+	if spec.Resumed != nil {
+		// A move's checkpoint says so, whatever way the caller came back.
+		if movedFrom = spec.Resumed.Transport[FactMovedFrom]; movedFrom != "" {
+			spec.Origin = Moved
+		}
+	}
+	c := &Call{movedFrom: movedFrom, h: h, id: id, kind: spec.Kind, origin: spec.Origin, started: time.Now(), rec: spec.Recovery,
 		line: line, resumed: spec.Resumed, log: newEventLog(h.cfg.history), done: make(chan struct{}), endedC: make(chan struct{}), stored: make(chan struct{}), aliases: map[string]time.Duration{}}
+	// A moved call left its worker at a clean point, and is at one here
+	// until it does something: a drain here may move it on again.
+	c.quiet.Store(movedFrom != "")
 	if err := h.reserve(c); err != nil {
 		return nil, err
 	}
@@ -421,7 +442,14 @@ func (c *Call) Connected() {
 		// in turn, and the session's end waits for the store's.
 		c.h.spawn(c.runStore)
 		c.h.spawn(c.run)
-		if c.resumed != nil {
+		switch {
+		case c.movedFrom != "":
+			c.h.spawn(func() {
+				ctx, cancel := context.WithTimeout(c.ctx, callTimeout)
+				defer cancel()
+				c.movedIn(ctx)
+			})
+		case c.resumed != nil:
 			words := c.h.cfg.words[c.origin]
 			c.h.spawn(func() {
 				ctx, cancel := context.WithTimeout(c.ctx, callTimeout)
@@ -590,6 +618,9 @@ func (c *Call) pump() {
 			c.playing.Store(true)
 		case events.PlayoutDone, events.PlayoutTruncate, events.TurnInterrupted:
 			c.playing.Store(false)
+		}
+		if q, ok := quietAfter[e.Kind]; ok {
+			c.quiet.Store(q)
 		}
 		c.log.append(e)
 		obs.observe(e)

@@ -10,6 +10,7 @@ import (
 	goruntime "runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -176,6 +177,11 @@ type Host struct {
 	starting map[string]bool     // calls whose sessions are being made, holding their places
 	closed   bool
 	ended    map[string]*frameTotals // frame counters of ended calls, by kind
+
+	drain     atomic.Int32 // a DrainState
+	drainOnce sync.Once
+	drainC    chan struct{} // closed when the drain begins
+	moving    atomic.Bool   // the drain moves calls to other workers
 }
 
 // New returns a Host whose calls run agents made by newAgent. It makes one
@@ -212,6 +218,7 @@ func New(newAgent AgentFunc, opts ...Option) (*Host, error) {
 		picking:  map[string]struct{}{},
 		starting: map[string]bool{},
 		ended:    map[string]*frameTotals{},
+		drainC:   make(chan struct{}),
 	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.metrics = newMetrics(h)
@@ -313,6 +320,7 @@ func (h *Host) AddTransport(kind string) {
 	m.sessionsTotal.WithLabelValues(kind)
 	m.resumesTotal.WithLabelValues(kind)
 	m.connectionsLost.WithLabelValues(kind)
+	m.moves.WithLabelValues(kind)
 	h.mu.Lock()
 	if h.ended[kind] == nil {
 		h.ended[kind] = &frameTotals{}
@@ -379,6 +387,8 @@ func (h *Host) reserve(c *Call) error {
 	switch {
 	case h.closed:
 		return ErrClosed
+	case h.Draining():
+		return ErrDraining
 	case h.calls[c.id] != nil || h.starting[c.id]:
 		return fmt.Errorf("%w: session %s", ErrRunning, c.id)
 	case len(h.calls)+len(h.starting) >= h.cfg.maxCalls:

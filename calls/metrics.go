@@ -35,6 +35,7 @@ type metrics struct {
 	speculationWon  prometheus.Histogram
 	turnStage       *prometheus.HistogramVec
 	turnTokens      *prometheus.CounterVec
+	moves           *prometheus.CounterVec
 
 	// running are the tool calls under way in every call, for the
 	// stuck-tool gauge.
@@ -127,6 +128,17 @@ func newMetrics(h *Host) *metrics {
 			Name: "holdline_model_tokens_total", Help: "Tokens the model counted, by direction (in: the requests, out: the answers), agent and model, where the model reports them.",
 		}, []string{"direction", "agent", "model"}),
 	}
+	m.moves = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "holdline_sessions_moved_total", Help: "Calls a draining worker moved to another worker, by transport.",
+	}, byTransport)
+	worker := prometheus.Labels{"worker": h.cfg.worker}
+	m.reg.MustRegister(m.moves,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "holdline_worker_sessions", Help: "Calls this worker holds, over every transport.", ConstLabels: worker,
+		}, func() float64 { return float64(h.Len()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "holdline_drain_state", Help: "Whether this worker takes calls: 0 serving, 1 draining, 2 drained.", ConstLabels: worker,
+		}, func() float64 { return float64(h.DrainState()) }))
 	m.reg.MustRegister(m.sessionsActive, m.sessionsTotal, m.resumesTotal, m.connectionsLost, m.turnsTotal,
 		m.bargeIns, m.toolOutcomes, m.providerErrors, m.sttTurnsDropped, m.echoPaths, m.echoGain, m.responseLatency, m.toolDuration, m.rejected,
 		m.callerTurns, m.speculations, m.speculationWon, m.turnStage, m.turnTokens,

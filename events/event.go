@@ -65,6 +65,7 @@ const (
 	TransportRestored Kind = "transport_restored" // the caller's connection is back
 
 	SessionResumed   Kind = "session_resumed"   // the session started from another's state (Text: the agent)
+	SessionMoved     Kind = "session_moved"     // a draining worker moved the call to another (Text: "from WORKER to WORKER" or where it was sent)
 	Handoff          Kind = "handoff"           // another agent took over (Text: "from -> to", Reason: the context strategy, Count: items kept)
 	CheckpointSaved  Kind = "checkpoint_saved"  // the session's state as of event Count reached the store (Reason "recovered" after failures)
 	CheckpointFailed Kind = "checkpoint_failed" // a checkpoint could not be written; the call goes on in memory (Error)

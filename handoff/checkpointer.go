@@ -226,6 +226,24 @@ func (c *Checkpointer) save(ctx context.Context, l store.Lease, s engine.State) 
 	return nil
 }
 
+// SetFact sets the transport fact key to value in every checkpoint written
+// from now on ("" removes it): a worker moving the call away marks the
+// state it hands over.
+func (c *Checkpointer) SetFact(key, value string) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	next := make(map[string]string, len(c.transport)+1)
+	for k, v := range c.transport {
+		next[k] = v
+	}
+	if value == "" {
+		delete(next, key)
+	} else {
+		next[key] = value
+	}
+	c.transport = next
+}
+
 // Release gives the session's lease up: a worker ending a call that may be
 // resumed elsewhere (the caller redials) lets the next worker take it at
 // once.

@@ -54,6 +54,8 @@ type Call struct {
 
 	mu        sync.Mutex
 	transfers []engine.TransferRequest
+	moves     []string
+	moveErr   error
 }
 
 // WriteFrame takes the agent's audio (calls.Line).
@@ -105,6 +107,37 @@ func (c *Call) Transfers() []engine.TransferRequest {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]engine.TransferRequest(nil), c.transfers...)
+}
+
+// Movable reports that a loopback call can always be moved
+// (calls.Mover).
+func (c *Call) Movable() bool { return true }
+
+// Move takes a draining host's move: the token is kept (Moves) for the
+// test to resume the call elsewhere with, as a client re-offering through
+// a front door would; it fails with the error FailMoves set.
+func (c *Call) Move(_ context.Context, token string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.moveErr != nil {
+		return c.moveErr
+	}
+	c.moves = append(c.moves, token)
+	return nil
+}
+
+// FailMoves makes Move fail with err: a caller that cannot be moved.
+func (c *Call) FailMoves(err error) {
+	c.mu.Lock()
+	c.moveErr = err
+	c.mu.Unlock()
+}
+
+// Moves returns the tokens of the moves the host made.
+func (c *Call) Moves() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.moves...)
 }
 
 // Drop is the loopback line dropping (calls.Call.Lost); Restore is it
