@@ -44,6 +44,21 @@ func (h *Host) Resume(ctx context.Context, token string) (*handoff.Snapshot, err
 	return &snap, nil
 }
 
+// GiveBack makes token lead to snap's session again, for another worker:
+// a transport that took a token with Resume and then could not start the
+// call (the host began to drain in between) must not leave the caller
+// with a token that leads nowhere.
+func (h *Host) GiveBack(ctx context.Context, token string, snap *handoff.Snapshot) {
+	if h.cfg.store == nil || token == "" || snap == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	if err := h.cfg.store.PutAlias(ctx, token, snap.State.SessionID, handoffTTL); err != nil {
+		h.cfg.log.Warn("a taken token could not be given back: the caller's next try will not find the session", "session", snap.State.SessionID, "err", err)
+	}
+}
+
 // leaseWaitStep is how often PickUp tries for the session's lease while a
 // dead worker's hold runs out.
 const leaseWaitStep = 200 * time.Millisecond

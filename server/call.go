@@ -39,6 +39,9 @@ type call struct {
 	past  calls.Network
 
 	token string // guarded by s.mu
+
+	channelOpen atomic.Bool // the current connection's data channel is open
+	moved       atomic.Bool // the client was told to move: Hangup lets the message arrive
 }
 
 // WriteFrame sends the agent's audio to the current connection; with none
@@ -58,7 +61,17 @@ func (c *call) Hangup(string) {
 	c.s.mu.Unlock()
 	c.s.forget(tok)
 	if p := c.swap(nil, nil); p != nil {
-		c.s.host.Go(func() { p.Close() })
+		moved := c.moved.Load()
+		c.s.host.Go(func() {
+			if moved {
+				// The client closes it once its new connection is up.
+				select {
+				case <-p.Done():
+				case <-time.After(moveGrace):
+				}
+			}
+			p.Close()
+		})
 	}
 }
 
@@ -125,6 +138,9 @@ func (c *call) handler() (webrtc.Handler, *peerRef) {
 		Message: func(b []byte) { c.onMessage(ref, b) },
 		ChannelOpen: func() {
 			if p := ref.p.Load(); p != nil {
+				if ref.current(c) {
+					c.channelOpen.Store(true)
+				}
 				c.send(p, map[string]any{"type": "session", "id": c.hc.ID(), "agent": c.s.cfg.agentName})
 			}
 		},
@@ -145,6 +161,7 @@ func (c *call) handler() (webrtc.Handler, *peerRef) {
 // one: a reloaded page's offer arrives before its old connection times out.
 func (c *call) attach(peer *webrtc.Peer, ref *peerRef) {
 	ref.p.Store(peer)
+	c.channelOpen.Store(false)
 	old := c.swap(nil, peer)
 	if old != nil {
 		// Whatever went to the old connection since the client left is
@@ -159,6 +176,10 @@ func (c *call) attach(peer *webrtc.Peer, ref *peerRef) {
 				c.hc.Lost()
 			}
 		case <-c.hc.Context().Done():
+			if c.moved.Load() {
+				// Hangup closes it once the move message is there.
+				return
+			}
 			peer.Close()
 		}
 	})

@@ -47,6 +47,7 @@ type AgentFunc = runtime.AgentFunc
 
 type config struct {
 	token          string
+	adminToken     string
 	resumeTTL      time.Duration
 	connectTimeout time.Duration
 	transport      *webrtc.Transport
@@ -236,6 +237,8 @@ func New(newAgent AgentFunc, opts ...Option) (*Server, error) {
 	} else {
 		s.mux.Handle("GET /metrics", s.authorized(headerOnly, s.MetricsHandler().ServeHTTP))
 	}
+	s.mux.HandleFunc("GET /readyz", s.ready)
+	s.mux.HandleFunc("POST /v1/admin/drain", s.adminDrain)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		io.WriteString(w, "ok\n")
@@ -350,12 +353,15 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, offer string) {
 	case s.host.Closed():
 		s.fail(w, http.StatusServiceUnavailable, "the server is shutting down")
 		return
+	case s.host.Draining():
+		s.draining(w)
+		return
 	case s.host.Len() >= s.host.MaxCalls():
 		// Refused before the offer is answered; Start refuses a race.
 		s.full(w, calls.ErrFull)
 		return
 	}
-	s.answerNew(w, r, offer, nil)
+	s.answerNew(w, r, offer, nil, "")
 }
 
 // full answers a request the host has no room for.
@@ -382,7 +388,9 @@ func (s *Server) recovery() calls.Recovery {
 
 // answerNew answers offer with a new connection for a new call: a new
 // session, or one taken over from the store (resumed).
-func (s *Server) answerNew(w http.ResponseWriter, r *http.Request, offer string, resumed *handoff.Snapshot) {
+// taken is the token resumed was taken with, given back if the call
+// cannot start here.
+func (s *Server) answerNew(w http.ResponseWriter, r *http.Request, offer string, resumed *handoff.Snapshot, taken string) {
 	c := &call{s: s}
 	h, ref := c.handler()
 	peer, err := s.cfg.transport.Answer(r.Context(), offer, h)
@@ -413,6 +421,9 @@ func (s *Server) answerNew(w http.ResponseWriter, r *http.Request, offer string,
 			s.full(w, err)
 		case errors.Is(err, calls.ErrClosed):
 			s.fail(w, http.StatusServiceUnavailable, "the server is shutting down")
+		case errors.Is(err, calls.ErrDraining):
+			s.host.GiveBack(r.Context(), taken, resumed)
+			s.draining(w)
 		case errors.Is(err, calls.ErrRunning):
 			s.fail(w, http.StatusConflict, "the session is already running here")
 		default:
@@ -453,6 +464,11 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, tok, offer strin
 	case !ok:
 		s.takeOver(w, r, tok, offer)
 		return
+	case s.host.Moving():
+		// The drain moves its calls: this one goes to another worker too
+		// (a front door retries the offer there), not back onto this one.
+		s.draining(w)
+		return
 	}
 	h, ref := c.handler()
 	peer, err := s.cfg.transport.Answer(r.Context(), offer, h)
@@ -483,6 +499,11 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, tok, offer strin
 // takeOver answers a resume token this worker does not know: if the store
 // has it, the session moves here from its last checkpoint.
 func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, tok, offer string) {
+	if s.host.Draining() {
+		// Before the token is taken: another worker needs it.
+		s.draining(w)
+		return
+	}
 	snap, err := s.host.Resume(r.Context(), tok)
 	switch {
 	case errors.Is(err, calls.ErrUnknownToken):
@@ -496,7 +517,7 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request, tok, offer str
 		s.fail(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	s.answerNew(w, r, offer, snap)
+	s.answerNew(w, r, offer, snap, tok)
 }
 
 func (s *Server) answerError(w http.ResponseWriter, err error) {

@@ -54,6 +54,7 @@ type config struct {
 	tlsClient  *tls.Config   // WithTLSClientConfig: for calls placed over TLS
 	hold       *holdAudio    // WithHoldAudio
 	srtp       SRTPMode      // WithSRTP
+	frontDoor  string        // WithFrontDoor: where a draining host moves calls
 	// host runs the calls (WithHost); without it the server makes one
 	// from hostOpts, and closes it.
 	host     *calls.Host
@@ -425,6 +426,9 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 	case closed:
 		respond(tx, req, 503, "Service Unavailable", "shutting down")
 		return
+	case s.host.Draining():
+		refuseDraining(tx, req)
+		return
 	case busy:
 		respond(tx, req, 486, "Busy Here", "every line is taken")
 		return
@@ -495,6 +499,14 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 		return
 	case errors.Is(err, calls.ErrClosed):
 		_ = dlg.Respond(503, "Service Unavailable", nil)
+		return
+	case errors.Is(err, calls.ErrDraining):
+		// The drain began since the check above: the handoff token taken
+		// goes back, for the worker the proxy tries next.
+		if h := req.GetHeader(HandoffHeader); h != nil && origin == calls.PutThrough {
+			s.host.GiveBack(s.ctx, h.Value(), resumed)
+		}
+		_ = dlg.Respond(503, "Service Unavailable", nil, sipmsg.NewHeader("Retry-After", drainRetryAfter))
 		return
 	case err != nil:
 		s.cfg.log.Error("call refused", "call_id", callID(req), "err", err)
@@ -664,6 +676,12 @@ func (s *Server) onRefer(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 }
 
 func (s *Server) onOptions(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
+	if s.host.Draining() {
+		// A proxy's keepalive: a draining worker is marked inactive and
+		// gets no new calls.
+		refuseDraining(tx, req)
+		return
+	}
 	res := sipmsg.NewResponseFromRequest(req, 200, "OK", nil)
 	res.AppendHeader(sipmsg.NewHeader("Allow", allowedMethods))
 	res.AppendHeader(sipmsg.NewHeader("Accept", "application/sdp, application/dtmf-relay, application/dtmf"))

@@ -128,7 +128,10 @@ type Speaker struct {
 func NewSpeaker(heard func()) *Speaker { return &Speaker{heard: heard} }
 
 // Listen decodes tr until it ends.
-func (s *Speaker) Listen(tr *pion.TrackRemote) {
+func (s *Speaker) Listen(tr *pion.TrackRemote) { s.listen(tr, 0) }
+
+// listen decodes tr, the track of connection n, until it ends.
+func (s *Speaker) listen(tr *pion.TrackRemote, n int) {
 	dec, err := opus.NewDecoder(rate, 1)
 	if err != nil {
 		return
@@ -139,11 +142,11 @@ func (s *Speaker) Listen(tr *pion.TrackRemote) {
 		if err != nil {
 			return
 		}
-		n, err := dec.Decode(pkt.Payload, pcm)
+		samples, err := dec.Decode(pkt.Payload, pcm)
 		if err != nil {
 			continue
 		}
-		lv := Level{At: time.Now(), RMS: rms(pcm[:n]), Timestamp: pkt.Timestamp}
+		lv := Level{At: time.Now(), RMS: rms(pcm[:samples]), Timestamp: pkt.Timestamp, Conn: n}
 		s.mu.Lock()
 		s.levels = append(s.levels, lv)
 		s.mu.Unlock()

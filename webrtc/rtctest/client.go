@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,6 +30,7 @@ type Level struct {
 	At        time.Time // when the packet arrived
 	RMS       float64   // 0..1 of full scale
 	Timestamp uint32    // the packet's RTP timestamp: a jump is a pause of the sender
+	Conn      int       // the connection it came on: 0 for Dial's, one more for each move
 }
 
 // Options for Dial.
@@ -41,16 +44,36 @@ type Options struct {
 	After uint64
 	// NoHello keeps the client from asking for events.
 	NoHello bool
+	// NoFollow keeps the client from following a draining server's
+	// {"type":"move"}: by default it re-offers with the move's token, as
+	// the web client does, and swaps to the new connection once it is up.
+	NoFollow bool
+	// HTTPClient posts the offers (default http.DefaultClient): one with
+	// a cookie jar keeps a front door's affinity.
+	HTTPClient *http.Client
 }
 
-// Client is one connection to a Holdline server. Its methods are safe for
+// Move is one move a draining server asked of the client.
+type Move struct {
+	At        time.Time // the move message arrived
+	Connected time.Time // the new connection was up (zero if it never was)
+	// Gap is how long the caller heard nothing of the agent: from the
+	// last packet on the old connection to the first on the new one (0
+	// until both are known).
+	Gap time.Duration
+	Err error // why the move failed, if it did
+}
+
+// Client is one caller of a Holdline server, on one connection at a time:
+// a move (or nothing else) replaces it. Its methods are safe for
 // concurrent use.
 type Client struct {
-	// Location is the session's path, from the answer's Location header
-	// ("/v1/sessions/{id}").
+	// Location is the session's path, from the first answer's Location
+	// header ("/v1/sessions/{id}").
 	Location string
 	// ResumeToken resumes the session on a new connection
 	// (Options.ResumeToken); the server rotates it with every connection.
+	// After a move, Session has the current one.
 	ResumeToken string
 	// Resumed says the server resumed a session rather than starting one.
 	Resumed bool
@@ -58,22 +81,40 @@ type Client struct {
 	// names (RFC 9725 section 4.6).
 	Links []string
 
-	pc  *pion.PeerConnection
-	mic *Microphone
-	spk *Speaker
-	dc  *pion.DataChannel
+	base string
+	opts Options
+	mic  *Microphone
+	spk  *Speaker
 
 	mu       sync.Mutex
+	cur      *conn
 	wake     chan struct{}
 	evs      []events.Event
 	seen     map[uint64]bool
+	maxSeq   uint64
 	captions []string
 	errs     []string
-	open     bool
+	moves    []Move
+	session  answerHeaders // the latest answer's
 
 	stop   chan struct{}
 	hungUp chan struct{} // closed once the server ended the connection
+	hangup sync.Once
 	wg     sync.WaitGroup
+}
+
+// conn is one connection of a Client.
+type conn struct {
+	n   int // 0 for Dial's, then one more for each move
+	pc  *pion.PeerConnection
+	dc  *pion.DataChannel
+	hdr answerHeaders
+}
+
+type answerHeaders struct {
+	location, resumeToken string
+	resumed               bool
+	links                 []string
 }
 
 // ErrStatus is returned for a refused offer, or a refused Delete; Status
@@ -112,17 +153,8 @@ var api = func() *pion.API {
 // this machine: the client offers loopback candidates only. Close the
 // Client when done.
 func Dial(ctx context.Context, base string, o Options) (*Client, error) {
-	pc, err := api.NewPeerConnection(pion.Configuration{})
-	if err != nil {
-		return nil, err
-	}
-	c := &Client{pc: pc, wake: make(chan struct{}), seen: map[uint64]bool{}, stop: make(chan struct{}), hungUp: make(chan struct{})}
-	ok := false
-	defer func() {
-		if !ok {
-			c.Close()
-		}
-	}()
+	c := &Client{base: base, opts: o, wake: make(chan struct{}), seen: map[uint64]bool{}, stop: make(chan struct{}), hungUp: make(chan struct{})}
+	var err error
 	c.spk = NewSpeaker(func() {
 		c.mu.Lock()
 		c.notify()
@@ -131,34 +163,55 @@ func Dial(ctx context.Context, base string, o Options) (*Client, error) {
 	if c.mic, err = NewMicrophone("rtctest"); err != nil {
 		return nil, err
 	}
+	cn, err := c.connect(ctx, 0, o.ResumeToken, o.After)
+	if err != nil {
+		c.closeOnce()
+		return nil, err
+	}
+	c.mu.Lock()
+	c.cur = cn
+	c.session = cn.hdr
+	c.mu.Unlock()
+	c.Location, c.ResumeToken, c.Resumed, c.Links = cn.hdr.location, cn.hdr.resumeToken, cn.hdr.resumed, cn.hdr.links
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.mic.Run(c.stop)
+	}()
+	return c, nil
+}
+
+// connect makes connection n: an offer posted with resumeToken, the
+// answer applied, media and the data channel up.
+func (c *Client) connect(ctx context.Context, n int, resumeToken string, after uint64) (*conn, error) {
+	pc, err := api.NewPeerConnection(pion.Configuration{})
+	if err != nil {
+		return nil, err
+	}
+	cn := &conn{n: n, pc: pc}
+	ok := false
+	defer func() {
+		if !ok {
+			pc.Close()
+		}
+	}()
 	if _, err := pc.AddTransceiverFromTrack(c.mic.Track(), pion.RTPTransceiverInit{Direction: pion.RTPTransceiverDirectionSendrecv}); err != nil {
 		return nil, err
 	}
-	c.dc, err = pc.CreateDataChannel("holdline", nil)
+	cn.dc, err = pc.CreateDataChannel("holdline", nil)
 	if err != nil {
 		return nil, err
 	}
 	opened := make(chan struct{})
-	c.dc.OnOpen(func() {
-		c.mu.Lock()
-		c.open = true
-		c.mu.Unlock()
-		if !o.NoHello {
-			b, _ := json.Marshal(map[string]any{"type": "hello", "after": o.After})
-			_ = c.dc.SendText(string(b))
+	cn.dc.OnOpen(func() {
+		if !c.opts.NoHello {
+			b, _ := json.Marshal(map[string]any{"type": "hello", "after": after})
+			_ = cn.dc.SendText(string(b))
 		}
 		close(opened)
 	})
-	c.dc.OnMessage(func(m pion.DataChannelMessage) { c.onMessage(m.Data) })
-	var hangup sync.Once
-	ended := func() {
-		select {
-		case <-c.stop: // Close: this side hung up
-		default:
-			hangup.Do(func() { close(c.hungUp) })
-		}
-	}
-	c.dc.OnClose(ended)
+	cn.dc.OnMessage(func(m pion.DataChannelMessage) { c.onMessage(cn, m.Data) })
+	cn.dc.OnClose(func() { c.ended(cn) })
 	connected := make(chan struct{})
 	var once sync.Once
 	pc.OnConnectionStateChange(func(s pion.PeerConnectionState) {
@@ -166,14 +219,14 @@ func Dial(ctx context.Context, base string, o Options) (*Client, error) {
 		case pion.PeerConnectionStateConnected:
 			once.Do(func() { close(connected) })
 		case pion.PeerConnectionStateClosed, pion.PeerConnectionStateFailed:
-			ended()
+			c.ended(cn)
 		}
 	})
 	pc.OnTrack(func(tr *pion.TrackRemote, _ *pion.RTPReceiver) {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			c.spk.Listen(tr)
+			c.spk.listen(tr, n)
 		}()
 	})
 	offer, err := pc.CreateOffer(nil)
@@ -189,10 +242,11 @@ func Dial(ctx context.Context, base string, o Options) (*Client, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	answer, err := c.post(ctx, base, o, pc.LocalDescription().SDP)
+	answer, hdr, err := c.post(ctx, resumeToken, pc.LocalDescription().SDP)
 	if err != nil {
 		return nil, err
 	}
+	cn.hdr = hdr
 	if err := pc.SetRemoteDescription(pion.SessionDescription{Type: pion.SDPTypeAnswer, SDP: answer}); err != nil {
 		return nil, err
 	}
@@ -203,41 +257,159 @@ func Dial(ctx context.Context, base string, o Options) (*Client, error) {
 			return nil, fmt.Errorf("connecting: %w", ctx.Err())
 		}
 	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.mic.Run(c.stop)
-	}()
 	ok = true
-	return c, nil
+	return cn, nil
 }
 
-func (c *Client) post(ctx context.Context, base string, o Options, offer string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/sessions", bytes.NewBufferString(offer))
+// ended is connection cn going down: a hang-up by the server if it is
+// the current one (not one a move replaced).
+func (c *Client) ended(cn *conn) {
+	c.mu.Lock()
+	current := c.cur == cn
+	c.mu.Unlock()
+	if !current {
+		return
+	}
+	select {
+	case <-c.stop: // Close: this side hung up
+	default:
+		c.hangup.Do(func() { close(c.hungUp) })
+	}
+}
+
+func (c *Client) post(ctx context.Context, resumeToken, offer string) (string, answerHeaders, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/sessions", bytes.NewBufferString(offer))
 	if err != nil {
-		return "", err
+		return "", answerHeaders{}, err
 	}
 	req.Header.Set("Content-Type", "application/sdp")
-	if o.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+o.Token)
+	if c.opts.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
 	}
-	if o.ResumeToken != "" {
-		req.Header.Set("Holdline-Resume-Token", o.ResumeToken)
+	if resumeToken != "" {
+		req.Header.Set("Holdline-Resume-Token", resumeToken)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.httpClient().Do(req)
 	if err != nil {
-		return "", err
+		return "", answerHeaders{}, err
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusCreated {
-		return "", &ErrStatus{Status: resp.StatusCode, Reason: string(bytes.TrimSpace(body))}
+		return "", answerHeaders{}, &ErrStatus{Status: resp.StatusCode, Reason: string(bytes.TrimSpace(body))}
 	}
-	c.Location = resp.Header.Get("Location")
-	c.ResumeToken = resp.Header.Get("Holdline-Resume-Token")
-	c.Resumed = resp.Header.Get("Holdline-Session-Resumed") == "true"
-	c.Links = resp.Header.Values("Link")
-	return string(body), nil
+	return string(body), answerHeaders{
+		location:    resp.Header.Get("Location"),
+		resumeToken: resp.Header.Get("Holdline-Resume-Token"),
+		resumed:     resp.Header.Get("Holdline-Session-Resumed") == "true",
+		links:       resp.Header.Values("Link"),
+	}, nil
+}
+
+func (c *Client) httpClient() *http.Client {
+	if c.opts.HTTPClient != nil {
+		return c.opts.HTTPClient
+	}
+	return http.DefaultClient
+}
+
+// moveTimeout bounds following one move.
+const moveTimeout = 20 * time.Second
+
+// moveRetry is how long the client waits before offering again when the
+// offer of a move is refused with 503 (no front door took it elsewhere).
+const moveRetry = 250 * time.Millisecond
+
+// follow re-offers with a move's token, and swaps to the new connection
+// once it is up; the old one is closed then.
+func (c *Client) follow(token string) {
+	defer c.wg.Done()
+	c.mu.Lock()
+	i := len(c.moves)
+	c.moves = append(c.moves, Move{At: time.Now()})
+	old := c.cur
+	after := c.maxSeq
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), moveTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var cn *conn
+	var err error
+	for {
+		if cn, err = c.connect(ctx, old.n+1, token, after); err == nil {
+			break
+		}
+		var st *ErrStatus
+		if !errors.As(err, &st) || st.Status != http.StatusServiceUnavailable {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(moveRetry):
+			continue
+		}
+		break
+	}
+	c.mu.Lock()
+	if err != nil {
+		c.moves[i].Err = err
+		c.notify()
+		c.mu.Unlock()
+		return
+	}
+	c.moves[i].Connected = time.Now()
+	c.cur = cn
+	c.session = cn.hdr
+	c.notify()
+	c.mu.Unlock()
+	old.pc.Close()
+}
+
+// Session returns the session's path and its current resume token: after
+// a move, the new worker's.
+func (c *Client) Session() (location, resumeToken string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.session.location, c.session.resumeToken
+}
+
+// Moves returns the moves the server asked for, with the gap the caller
+// heard in each.
+func (c *Client) Moves() []Move {
+	c.mu.Lock()
+	moves := slices.Clone(c.moves)
+	c.mu.Unlock()
+	levels := c.spk.Levels()
+	for i := range moves {
+		if moves[i].Connected.IsZero() {
+			continue
+		}
+		var last, first time.Time
+		for _, lv := range levels {
+			switch {
+			case lv.Conn == i:
+				last = lv.At
+			case lv.Conn == i+1 && first.IsZero():
+				first = lv.At
+			}
+		}
+		if !last.IsZero() && !first.IsZero() {
+			moves[i].Gap = first.Sub(last)
+		}
+	}
+	return moves
+}
+
+func (c *Client) current() *conn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cur
 }
 
 func (c *Client) notify() {
@@ -245,12 +417,13 @@ func (c *Client) notify() {
 	c.wake = make(chan struct{})
 }
 
-func (c *Client) onMessage(b []byte) {
+func (c *Client) onMessage(from *conn, b []byte) {
 	var m struct {
 		Type  string       `json:"type"`
 		Event events.Event `json:"event"`
 		Text  string       `json:"text"`
 		Error string       `json:"error"`
+		Token string       `json:"token"`
 	}
 	if json.Unmarshal(b, &m) != nil {
 		return
@@ -262,6 +435,17 @@ func (c *Client) onMessage(b []byte) {
 		if !c.seen[m.Event.Seq] || m.Event.Kind == events.EventsDropped {
 			c.seen[m.Event.Seq] = true
 			c.evs = append(c.evs, m.Event)
+			c.maxSeq = max(c.maxSeq, m.Event.Seq)
+		}
+	case "move":
+		if c.opts.NoFollow || from != c.cur || m.Token == "" {
+			break
+		}
+		select {
+		case <-c.stop:
+		default:
+			c.wg.Add(1)
+			go c.follow(m.Token)
 		}
 	case "caption":
 		c.captions = append(c.captions, m.Text)
@@ -366,12 +550,12 @@ func (c *Client) WaitEvent(ctx context.Context, match func(events.Event) bool) (
 // box does; the agent answers it as a turn.
 func (c *Client) SendText(text string) error {
 	b, _ := json.Marshal(map[string]any{"type": "text", "text": text})
-	return c.dc.SendText(string(b))
+	return c.current().dc.SendText(string(b))
 }
 
 // Send sends a raw data channel message, for testing what the server does
 // with messages it does not expect.
-func (c *Client) Send(msg string) error { return c.dc.SendText(msg) }
+func (c *Client) Send(msg string) error { return c.current().dc.SendText(msg) }
 
 // HungUp is closed once the server ended the connection (the call was
 // ended on its side: the agent hung up, DELETE), not when Close did.
@@ -379,14 +563,27 @@ func (c *Client) HungUp() <-chan struct{} { return c.hungUp }
 
 // Close hangs up this connection (the session waits to be resumed).
 func (c *Client) Close() error {
+	c.closeOnce()
+	var err error
+	if cn := c.current(); cn != nil {
+		err = cn.pc.Close()
+	}
+	c.wg.Wait()
+	// A move under way when Close came may have swapped in a connection.
+	if cn := c.current(); cn != nil {
+		cn.pc.Close()
+	}
+	return err
+}
+
+func (c *Client) closeOnce() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	select {
 	case <-c.stop:
 	default:
 		close(c.stop)
 	}
-	err := c.pc.Close()
-	c.wg.Wait()
-	return err
 }
 
 // Delete ends the session on the server (DELETE base+Location, with the
@@ -399,7 +596,7 @@ func (c *Client) Delete(ctx context.Context, base, token string) error {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.httpClient().Do(req)
 	if err != nil {
 		return err
 	}

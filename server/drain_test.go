@@ -1,0 +1,230 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/holdline/holdline/calls"
+	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/server"
+	"github.com/holdline/holdline/store"
+	"github.com/holdline/holdline/webrtc/rtctest"
+)
+
+func getText(t *testing.T, url string) (int, string) {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, strings.TrimSpace(string(b))
+}
+
+func postDrain(t *testing.T, url, token string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/admin/drain", nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// /readyz says whether the worker takes calls, for a load balancer's
+// health check; the admin API starts a drain only with the admin token;
+// a draining worker refuses new sessions with 503 and Retry-After, while
+// /healthz (liveness) stays up.
+func TestReadyzAndTheAdminDrain(t *testing.T) {
+	hs, _, srv := newServer(t, server.WithAdminToken("admin-secret"), server.WithToken("session-token"))
+	if code, body := getText(t, hs.URL+"/readyz"); code != http.StatusOK || body != "ready" {
+		t.Fatalf("/readyz before the drain: %d %q; want 200 ready", code, body)
+	}
+	if code := postDrain(t, hs.URL, ""); code != http.StatusUnauthorized {
+		t.Errorf("drain without a token: %d; want 401", code)
+	}
+	if code := postDrain(t, hs.URL, "session-token"); code != http.StatusUnauthorized {
+		t.Errorf("drain with the session token: %d; want 401 (it takes the admin token)", code)
+	}
+	if srv.Host().Draining() {
+		t.Fatal("refused drain requests started a drain")
+	}
+	if code := postDrain(t, hs.URL, "admin-secret"); code != http.StatusAccepted {
+		t.Fatalf("drain with the admin token: %d; want 202", code)
+	}
+	select {
+	case <-srv.Host().DrainRequested():
+	default:
+		t.Fatal("the admin drain did not reach the host")
+	}
+	if code, body := getText(t, hs.URL+"/readyz"); code != http.StatusServiceUnavailable || body != "draining" {
+		t.Errorf("/readyz while draining: %d %q; want 503 draining", code, body)
+	}
+	if code, _ := getText(t, hs.URL+"/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz while draining: %d; want 200 (the process is alive)", code)
+	}
+	req, _ := http.NewRequest(http.MethodPost, hs.URL+"/v1/sessions", strings.NewReader("v=0\r\n"))
+	req.Header.Set("Content-Type", "application/sdp")
+	req.Header.Set("Authorization", "Bearer session-token")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" {
+		t.Errorf("an offer while draining: %d, Retry-After %q; want 503 with Retry-After", res.StatusCode, res.Header.Get("Retry-After"))
+	}
+}
+
+// Without an admin token the admin API is off.
+func TestAdminDrainIsOffWithoutItsToken(t *testing.T) {
+	hs, _, srv := newServer(t)
+	if code := postDrain(t, hs.URL, "anything"); code != http.StatusNotFound {
+		t.Errorf("drain on a server without an admin token: %d; want 404", code)
+	}
+	if srv.Host().Draining() {
+		t.Error("the refused drain started one")
+	}
+}
+
+// frontDoor sends each request to the first worker that does not answer
+// 503, as HAProxy with retry-on 503 and redispatch does.
+type frontDoor struct {
+	mu      sync.Mutex
+	workers []string
+}
+
+func (f *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	workers := append([]string(nil), f.workers...)
+	f.mu.Unlock()
+	var last *http.Response
+	for _, base := range workers {
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, base+r.URL.RequestURI(), bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			continue
+		}
+		if res.StatusCode == http.StatusServiceUnavailable {
+			res.Body.Close()
+			continue
+		}
+		last = res
+		break
+	}
+	if last == nil {
+		http.Error(w, "no worker", http.StatusServiceUnavailable)
+		return
+	}
+	defer last.Body.Close()
+	for k, v := range last.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(last.StatusCode)
+	io.Copy(w, last.Body)
+}
+
+// A draining worker moves a WebRTC call at a clean point: the client is
+// told on its data channel, re-offers through the front door, and lands
+// on the other worker, which takes the session over without a word. The
+// booking made before is not made again, the caller's next words are
+// answered there, and the caller hears the agent's line go quiet for
+// well under a second.
+func TestDrainMovesAWebRTCCallThroughTheFrontDoor(t *testing.T) {
+	st, err := store.OpenFile(filepath.Join(t.TempDir(), "holdline.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	hsA, _, srvA := newServer(t, server.WithStore(st, "worker-a", snapshotKey))
+	hsB, _, srvB := newServer(t, server.WithStore(st, "worker-b", snapshotKey))
+	door := httptest.NewServer(&frontDoor{workers: []string{hsA.URL, hsB.URL}})
+	defer door.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	c, err := rtctest.Dial(ctx, door.URL, rtctest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if srvA.Host().Len() != 1 {
+		t.Fatal("the call did not land on worker A")
+	}
+	if err := c.SendText("Book a table for two at seven."); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitEvent(ctx, booked); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitEvent(ctx, kind(events.Idle)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := srvA.Host().Drain(ctx, calls.WithMoves(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Moved != 1 {
+		t.Fatalf("drain report %+v; want the call moved", rep)
+	}
+	if err := c.Wait(ctx, "the move", func(c *rtctest.Client) bool {
+		m := c.Moves()
+		return len(m) == 1 && (!m[0].Connected.IsZero() || m[0].Err != nil)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	m := c.Moves()[0]
+	if m.Err != nil {
+		t.Fatalf("the client's move failed: %v", m.Err)
+	}
+	if srvB.Host().Len() != 1 {
+		t.Fatal("the moved call is not on worker B")
+	}
+	moved, err := c.WaitEvent(ctx, func(e events.Event) bool {
+		return e.Kind == events.SessionMoved && e.Text == "from worker-a to worker-b"
+	})
+	if err != nil {
+		t.Fatalf("%v; events %v", err, kinds(c.Events()))
+	}
+	if err := c.Wait(ctx, "audio on the new connection", func(c *rtctest.Client) bool { return c.Moves()[0].Gap > 0 }); err != nil {
+		t.Fatal(err)
+	}
+	gap := c.Moves()[0].Gap
+	t.Logf("move: message to connected %v, gap the caller heard %v", m.Connected.Sub(m.At).Round(time.Millisecond), gap.Round(time.Millisecond))
+	if gap > time.Second {
+		t.Errorf("the caller heard nothing for %v during the move; want under a second", gap)
+	}
+	if err := c.SendText("Thanks, that's all."); err != nil {
+		t.Fatal(err)
+	}
+	answer, err := c.WaitEvent(ctx, func(e events.Event) bool { return e.Kind == events.PlayoutDone && e.Seq > moved.Seq })
+	if err != nil {
+		t.Fatalf("no answer on worker B: %v", err)
+	}
+	if strings.Contains(answer.Text, "Hello") {
+		t.Errorf("worker B greeted afresh: %q", answer.Text)
+	}
+	if n := count(c.Events(), booked); n != 1 {
+		t.Errorf("%d bookings over the move; want 1", n)
+	}
+	select {
+	case <-c.HungUp():
+		t.Error("the client saw the move as a hang-up")
+	default:
+	}
+}
