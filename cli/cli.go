@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/holdline/holdline/runtime"
@@ -18,17 +19,65 @@ import (
 // Main runs the command named by os.Args for agents, each under its name,
 // and exits: 0 when the command succeeds, 2 when it fails (having said
 // why on standard error). SIGINT and SIGTERM end the command as Ctrl-C
-// does: a server stops taking calls and releases those it has.
+// does, but for serve, which drains on the first (no new calls; those it
+// has move to other workers or run to their end) and stops at once,
+// releasing its calls, on the second.
 func Main(agents map[string]runtime.AgentFunc, opts ...Option) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := Run(ctx, os.Args[1:], agents, opts...)
-	stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	drain := &drainSignal{c: make(chan struct{})}
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case <-sigs:
+		case <-ctx.Done():
+			return
+		}
+		if drain.begin() {
+			select {
+			case <-sigs:
+			case <-ctx.Done():
+			}
+		}
+		cancel()
+	}()
+	err := Run(ctx, os.Args[1:], agents, append(opts, func(c *cli) { c.drain = drain })...)
+	signal.Stop(sigs)
+	cancel()
 	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, programName()+":", err)
 		}
 		os.Exit(2)
 	}
+}
+
+// drainSignal is the first SIGINT or SIGTERM, for a command that drains
+// on it rather than stopping.
+type drainSignal struct {
+	mu    sync.Mutex
+	taken bool
+	c     chan struct{}
+}
+
+// take says the command drains on the signal, and returns the channel
+// the signal closes; nil on a nil drainSignal (Run without Main).
+func (d *drainSignal) take() <-chan struct{} {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.taken = true
+	return d.c
+}
+
+// begin closes the channel, and reports whether a command takes it.
+func (d *drainSignal) begin() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	close(d.c)
+	return d.taken
 }
 
 // Run runs one command (args without the program's name, as in
@@ -81,6 +130,8 @@ type cli struct {
 	stdin        io.Reader
 	stdout       io.Writer
 	stderr       io.Writer
+	// drain is the first signal, under Main.
+	drain *drainSignal
 }
 
 // programName is the name the program was run as, for messages.

@@ -26,6 +26,7 @@ import (
 	"github.com/holdline/holdline/carrier"
 	"github.com/holdline/holdline/server"
 	hsip "github.com/holdline/holdline/sip"
+	"github.com/holdline/holdline/store"
 	"github.com/holdline/holdline/tracing"
 	"github.com/holdline/holdline/webrtc"
 )
@@ -70,7 +71,10 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 	sipCA := fs.String("sip-ca", "", "the roots (PEM `FILE`) that verify a TLS registrar's certificate (--sip-register over TLS); default: the system's")
 	publicURL := fs.String("public-url", "", "the `URL` carriers reach this server at (https://HOST), for Twilio's and Plivo's webhook signatures and the stream URL the answers name (default: X-Forwarded-Proto/Host, else the request's own)")
 	storeSpec := fs.String("store", "", "where sessions are checkpointed to outlive this worker: `file:PATH`, redis://HOST:PORT (workers sharing it take over each other's sessions), or none (default: a file under the user's cache, one per HTTP port)")
-	worker := fs.String("worker", workerName(), "this worker's `NAME` in the store's leases")
+	worker := fs.String("worker", workerName(), "this worker's `NAME` in the store's leases and in the metrics (holdline_worker_sessions, holdline_drain_state)")
+	drainTimeout := fs.Duration("drain-timeout", calls.DefaultDrainTimeout, "on SIGTERM (or POST /v1/admin/drain), take no new calls and wait this long for those in progress to move or end; the rest are then checkpointed and released for other workers")
+	moveCalls := fs.Bool("move-calls", true, "with a Redis store: when draining, move calls to other workers at their next clean point (WebRTC clients re-offer through the front door; phone calls are REFERred to --sip-front-door) rather than waiting for them to end")
+	sipFrontDoor := fs.String("sip-front-door", "", "the SIP proxy in front of the workers (`URI`, e.g. sip:holdline@10.0.0.1:5060): a draining worker REFERs its phone calls there, with a handoff token, to move them to another worker")
 	verbose := fs.Bool("v", false, "log debug detail")
 	traceContent := fs.Bool("trace-content", false, "with tracing on (OTEL_EXPORTER_OTLP_ENDPOINT), put what was said in the spans: tool arguments, the caller's transcripts, the agent's words")
 	var pf providerFlags
@@ -143,6 +147,9 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 			return err
 		}
 		sipOpts = append(sipOpts, hsip.WithSRTP(srtpMode))
+		if *sipFrontDoor != "" {
+			sipOpts = append(sipOpts, hsip.WithFrontDoor(*sipFrontDoor))
+		}
 		if *sipUser != "" && os.Getenv("HOLDLINE_SIP_PASSWORD") == "" {
 			return fmt.Errorf("--sip-user %s: set HOLDLINE_SIP_PASSWORD to its password", *sipUser)
 		}
@@ -251,6 +258,9 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 	if token != "" {
 		opts = append(opts, server.WithToken(token))
 	}
+	if admin := os.Getenv("HOLDLINE_ADMIN_TOKEN"); admin != "" {
+		opts = append(opts, server.WithAdminToken(admin))
+	}
 	if *metricsAddr != "" {
 		opts = append(opts, server.WithSeparateMetrics())
 	}
@@ -314,7 +324,9 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 		if *sipUser != "" {
 			sopts = append(sopts, hsip.WithDigestAuth("holdline", *sipUser, os.Getenv("HOLDLINE_SIP_PASSWORD")))
 		}
-		stopSIP, err := serveSIP(ctx, sipSpecs, sipTLS, allow, *rtpTimeout, *name, newAgent, logger, stdout, regs, sopts...)
+		// SIP serves on through a drain (a moving call's REFER, the
+		// 503s to the proxy's probes); stopSIP ends it.
+		stopSIP, err := serveSIP(context.WithoutCancel(ctx), sipSpecs, sipTLS, allow, *rtpTimeout, *name, newAgent, logger, stdout, regs, sopts...)
 		if err != nil {
 			return err
 		}
@@ -368,10 +380,15 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 	printTracing(stdout, exporter, *traceContent)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
+	_, shared := st.(*store.Redis)
 	select {
 	case err := <-served:
 		return err
 	case <-ctx.Done():
+	case <-c.drain.take():
+		drainServe(ctx, host, logger, *drainTimeout, *moveCalls && shared)
+	case <-host.DrainRequested():
+		drainServe(ctx, host, logger, *drainTimeout, *moveCalls && shared)
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
@@ -384,6 +401,20 @@ func (c *cli) serveCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	return nil
+}
+
+// drainServe drains the host: no new calls; with moves, calls move to
+// other workers at clean points; the rest end, or are released at the
+// timeout. ctx ending (a second signal) cuts it short.
+func drainServe(ctx context.Context, host *calls.Host, logger *slog.Logger, timeout time.Duration, moves bool) {
+	host.BeginDrain()
+	logger.Info("draining: no new calls; a second SIGTERM or Ctrl-C stops at once", "calls", host.Len(), "timeout", timeout, "moving_calls", moves)
+	rep, err := host.Drain(ctx, calls.WithDrainTimeout(timeout), calls.WithMoves(moves))
+	if err != nil {
+		logger.Warn("drain cut short: releasing the calls left", "calls", host.Len(), "err", err)
+		return
+	}
+	logger.Info("drained: exiting", "calls", rep.Calls, "moved", rep.Moved, "released", rep.Released, "took", rep.Took.Round(time.Millisecond))
 }
 
 // printTracing says whether spans are exported, and where: the endpoint
