@@ -260,6 +260,12 @@ var quietAfter = map[events.Kind]bool{
 	events.TransportLost:    false,
 }
 
+// Moving reports whether a draining host is moving the call to another
+// worker: a transport forwarding the session's events to the caller's
+// client stops, because the next worker numbers its events on from the
+// state handed over.
+func (c *Call) Moving() bool { return c.moving.Load() }
+
 // readyToMove reports whether the call can move now, and if so marks it
 // as moving. Called under h.mu.
 func (c *Call) readyToMove() bool {
@@ -287,9 +293,12 @@ func (c *Call) moveOut(ctx context.Context) bool {
 	defer cancel()
 	c.cp.SetFact(FactMovedFrom, c.h.cfg.worker)
 	c.Transferred()
+	// The worker taking over numbers the session's events on from the
+	// state written here, and says where the call came from
+	// (session_moved); this one adds nothing the caller's client would
+	// see (Moving stops the transports forwarding events).
 	tok, err := c.HandoffToken(ctx)
 	if err == nil {
-		_ = c.sess.Emit(ctx, events.Event{Kind: events.SessionMoved, Reason: "drain", Text: "from " + c.h.cfg.worker})
 		err = m.Move(ctx, tok)
 	}
 	if err != nil {

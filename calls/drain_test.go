@@ -229,11 +229,16 @@ func TestDrainWaitsForTheToolInFlight(t *testing.T) {
 	if rep.Moved != 1 || booked.Load() != 1 {
 		t.Fatalf("report %+v, %d bookings; want the call moved after its one booking", rep, booked.Load())
 	}
-	evs, _, _ := c.Events(0)
-	ks := kinds(evs)
-	term, moved := slices.Index(ks, events.ToolTerminal), slices.Index(ks, events.SessionMoved)
-	if term < 0 || moved < term {
-		t.Errorf("events %v; want session_moved after the booking's outcome", ks)
+	<-c.Done()
+	if r := c.Reason(); r != "moved to another worker" {
+		t.Errorf("the call ended with %q; want moved", r)
+	}
+	snap, err := handoffLoad(st, c.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := snap.State.Calls; len(calls) != 1 || !calls[0].State.Terminal() {
+		t.Errorf("the state handed over holds calls %+v; want the booking with its outcome", calls)
 	}
 }
 

@@ -251,6 +251,20 @@ func (c *call) forward(p *webrtc.Peer, seq uint64) {
 	defer tick.Stop()
 	var caption engine.Caption
 	for {
+		if c.hc.Moving() {
+			// The session moves to another worker, which numbers its
+			// events on from the state this one hands over: what this
+			// one says from now on the client must not see. (A failed
+			// move sends it all later.)
+			select {
+			case <-p.Done():
+				return
+			case <-c.hc.Context().Done():
+				return
+			case <-tick.C:
+				continue
+			}
+		}
 		evs, wake, closed := c.hc.Events(seq)
 		for _, e := range evs {
 			c.send(p, map[string]any{"type": "event", "event": e})

@@ -195,6 +195,17 @@ func TestDrainMovesAWebRTCCallThroughTheFrontDoor(t *testing.T) {
 	if srvB.Host().Len() != 1 {
 		t.Fatal("the moved call is not on worker B")
 	}
+	for _, want := range []struct{ url, metric string }{
+		{hsA.URL, `holdline_drain_state{worker="worker-a"} 2`},
+		{hsA.URL, `holdline_worker_sessions{worker="worker-a"} 0`},
+		{hsA.URL, `holdline_sessions_moved_total{transport="webrtc"} 1`},
+		{hsB.URL, `holdline_drain_state{worker="worker-b"} 0`},
+		{hsB.URL, `holdline_worker_sessions{worker="worker-b"} 1`},
+	} {
+		if _, body := getText(t, want.url+"/metrics"); !strings.Contains(body, want.metric) {
+			t.Errorf("%s/metrics lacks %s", want.url, want.metric)
+		}
+	}
 	moved, err := c.WaitEvent(ctx, func(e events.Event) bool {
 		return e.Kind == events.SessionMoved && e.Text == "from worker-a to worker-b"
 	})

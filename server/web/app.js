@@ -691,12 +691,23 @@
     reconnectLoop();
   }
 
-  async function reconnectLoop() {
+  // moveTo follows a draining server's move: the next offer carries the
+  // move's token, and lands on another server behind the same address.
+  function moveTo(token) {
+    if (state !== 'connected' || sessionOver || userStopped) return;
+    const r = loadResume();
+    const location = (r && r.location) || (sessionId ? `/v1/sessions/${sessionId}` : '');
+    saveResume({ location, token });
+    lossStart = performance.now();
+    reconnectLoop('Moving to another server…');
+  }
+
+  async function reconnectLoop(why) {
     if (reconnecting) return;
     reconnecting = true;
     const started = lossStart != null ? lossStart : performance.now();
     const ttl = Number(config.resume_ttl_ms) > 0 ? Number(config.resume_ttl_ms) : 120000;
-    setState('reconnecting');
+    if (why) setState('reconnecting', why); else setState('reconnecting');
     try {
       for (;;) {
         if (sessionOver || userStopped) return;
@@ -873,6 +884,11 @@
         break;
       case 'caption':
         renderCaption(msg.epoch, msg.text || '');
+        break;
+      case 'move':
+        // The server is draining: take the session to another one
+        // through the same front door, with the token it gave.
+        if (typeof msg.token === 'string' && msg.token) moveTo(msg.token);
         break;
       case 'error':
         if (msg.refused === 'text') refusePending(msg.error);

@@ -86,16 +86,17 @@ type Client struct {
 	mic  *Microphone
 	spk  *Speaker
 
-	mu       sync.Mutex
-	cur      *conn
-	wake     chan struct{}
-	evs      []events.Event
-	seen     map[uint64]bool
-	maxSeq   uint64
-	captions []string
-	errs     []string
-	moves    []Move
-	session  answerHeaders // the latest answer's
+	mu        sync.Mutex
+	cur       *conn
+	wake      chan struct{}
+	evs       []events.Event
+	seen      map[uint64]bool
+	maxSeq    uint64
+	captions  []string
+	errs      []string
+	moves     []Move
+	following bool          // a move is under way: the old connection's end is no hang-up
+	session   answerHeaders // the latest answer's
 
 	stop   chan struct{}
 	hungUp chan struct{} // closed once the server ended the connection
@@ -265,7 +266,7 @@ func (c *Client) connect(ctx context.Context, n int, resumeToken string, after u
 // the current one (not one a move replaced).
 func (c *Client) ended(cn *conn) {
 	c.mu.Lock()
-	current := c.cur == cn
+	current := c.cur == cn && !c.following
 	c.mu.Unlock()
 	if !current {
 		return
@@ -327,6 +328,7 @@ func (c *Client) follow(token string) {
 	c.mu.Lock()
 	i := len(c.moves)
 	c.moves = append(c.moves, Move{At: time.Now()})
+	c.following = true
 	old := c.cur
 	after := c.maxSeq
 	c.mu.Unlock()
@@ -357,10 +359,15 @@ func (c *Client) follow(token string) {
 		break
 	}
 	c.mu.Lock()
+	c.following = false
 	if err != nil {
 		c.moves[i].Err = err
 		c.notify()
 		c.mu.Unlock()
+		// The old connection is all there is: its end is the call's.
+		if old.pc.ConnectionState() == pion.PeerConnectionStateClosed {
+			c.ended(old)
+		}
 		return
 	}
 	c.moves[i].Connected = time.Now()
