@@ -41,6 +41,9 @@ type browserResult struct {
 	TransportLost     int     `json:"transportLost"`
 	TransportRestored int     `json:"transportRestored"`
 
+	MoveMs    int    `json:"moveMs"`
+	MovedText string `json:"movedText"`
+
 	Gaps      []int `json:"gapsMs"`
 	Silences  []int `json:"silencesMs"`
 	Cuts      int   `json:"cuts"`

@@ -21,11 +21,11 @@ import (
 // retryingDoor sends each request to the first worker that neither
 // refuses it with 503 nor is gone: HAProxy's retry-on 503 conn-failure
 // with redispatch, in a few lines.
-func retryingDoor(workers ...*worker) http.Handler {
+func retryingDoor(workers ...string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		for _, wk := range workers {
-			req, _ := http.NewRequestWithContext(r.Context(), r.Method, wk.url+r.URL.RequestURI(), bytes.NewReader(body))
+		for _, base := range workers {
+			req, _ := http.NewRequestWithContext(r.Context(), r.Method, base+r.URL.RequestURI(), bytes.NewReader(body))
 			req.Header = r.Header.Clone()
 			res, err := http.DefaultClient.Do(req)
 			if err != nil {
@@ -72,7 +72,7 @@ func TestSIGTERMDrainsTheWorkerAndItsCallMovesToAnother(t *testing.T) {
 	bookings := filepath.Join(dir, "bookings.jsonl")
 	a := startWorker(t, bin, "worker-a", rd.URL(), bookings, dir, "--drain-timeout", "1m")
 	b := startWorker(t, bin, "worker-b", rd.URL(), bookings, dir, "--drain-timeout", "1m")
-	door := httptest.NewServer(retryingDoor(a, b))
+	door := httptest.NewServer(retryingDoor(a.url, b.url))
 	defer door.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -153,5 +153,45 @@ func TestSIGTERMDrainsTheWorkerAndItsCallMovesToAnother(t *testing.T) {
 	log, _ := os.ReadFile(a.log)
 	if !strings.Contains(string(log), "drained: exiting") || !strings.Contains(string(log), "moved=1") {
 		t.Errorf("worker A's log does not say it drained with one call moved:\n%s", log)
+	}
+}
+
+// In headless Chromium, the reference web client follows a draining
+// worker's move, tried as a user would: the page books a table by text on
+// the worker the front door chose, that worker is drained through the
+// admin API, and the page reconnects through the same address to the
+// other worker, which answers the next question in the same session
+// without booking again.
+func TestBrowserFollowsADrainingWorkersMove(t *testing.T) {
+	node, script := needBrowser(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rd := redistest.Start(t)
+	t.Setenv("HOLDLINE_ADMIN_TOKEN", "admin-for-the-move")
+	t.Setenv(snapshotKeyEnv, workerSnapshotKey)
+	a := serveForBrowserWith(t, ctx, "", "--store", rd.URL(), "--worker", "worker-a")
+	b := serveForBrowserWith(t, ctx, "", "--store", rd.URL(), "--worker", "worker-b")
+	door := httptest.NewServer(retryingDoor(a, b))
+	defer door.Close()
+	wav := callerWAV(t, "Book a table for two at seven.", 1.5, 4)
+	r := runBrowser(t, ctx, node, script, "move", door.URL, wav, t.ArtifactDir(), a)
+	t.Logf("moved (%q) in %d ms at the page; after the move %q (peak RMS %.3f)", r.MovedText, r.MoveMs, r.AfterResume, r.AfterResumePeak)
+	if r.MovedText != "from worker-a to worker-b" {
+		t.Errorf("session_moved says %q; want from worker-a to worker-b", r.MovedText)
+	}
+	if !r.SameSession {
+		t.Error("after the move the page is in another session; want the same one")
+	}
+	if r.BookState != "succeeded" || r.BookTableRuns != 1 {
+		t.Errorf("book_table: %q, ran %d times; want succeeded, once", r.BookState, r.BookTableRuns)
+	}
+	if r.AfterResume == "" || r.AfterResumePeak < 0.02 {
+		t.Errorf("no spoken answer after the move: %q, peak RMS %.3f", r.AfterResume, r.AfterResumePeak)
+	}
+	if len(r.Ended.Logged) != 0 {
+		t.Errorf("the page saw the session end (%q) though it only moved", r.Ended.Logged)
+	}
+	if r.MoveMs > 2000 {
+		t.Errorf("the page took %d ms to move; want well under two seconds", r.MoveMs)
 	}
 }

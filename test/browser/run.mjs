@@ -17,6 +17,11 @@
 //     names): SESSIONS times, a new tab connects, hears the greeting
 //     through a relayed candidate pair, and hangs up; the first one also
 //     speaks the WAV's request and sees it booked.
+//   node run.mjs move URL CALLER.wav OUTDIR WORKER
+//     URL is a front door over two workers, WORKER the one the page lands
+//     on: book by text, then drain WORKER (POST /v1/admin/drain with
+//     $HOLDLINE_ADMIN_TOKEN); the page follows the move to the other
+//     worker, which answers the next question without booking again.
 //   node run.mjs page URL CALLER.wav OUTDIR TOKEN
 //     on a server that wants TOKEN: the page tells a missing token from a
 //     wrong one and keeps the right one for the tab only; typed text over
@@ -66,6 +71,7 @@ try {
   else if (scenario === 'bargein') await bargein(Number(trialsArg || 20));
   else if (scenario === 'backchannel') await backchannel(Number(trialsArg || 10));
   else if (scenario === 'page') await pageScenario(tokenArg);
+  else if (scenario === 'move') await move(trialsArg);
   else throw new Error(`unknown scenario ${scenario}`);
   result.ok = true;
 } catch (e) {
@@ -245,6 +251,54 @@ async function booking() {
   await page.screenshot({ path: `${outDir}/resumed.png`, fullPage: true });
   await page.setViewportSize({ width: 390, height: 844 });
   await page.screenshot({ path: `${outDir}/phone.png`, fullPage: false });
+}
+
+// ---------------------------------------------------------------- move
+
+async function move(worker) {
+  await page.evaluate(() => window.holdline.setMuted(true));
+  await page.evaluate(() => window.holdline.connect());
+  result.session = await page.evaluate(() => window.holdline.sessionId);
+  await waitEvent((e) => e.kind === 'playout_done', 30000, 'the greeting');
+  await page.evaluate(() => window.holdline.sendText('Book a table for two at seven.'));
+  const done = await waitEvent((e) => e.kind === 'tool_terminal' && e.tool === 'book_table', 30000, 'book_table');
+  result.bookState = done.state;
+  result.reply = (await waitEvent((e) => e.kind === 'playout_done' && /booked/i.test(e.text || ''), 30000, 'the booking reply')).text;
+  // Watch the page's state from here: the move shows as a short
+  // reconnect.
+  await page.evaluate(() => {
+    window.__states = [];
+    let last = '';
+    const iv = setInterval(() => {
+      const s = window.holdline.state;
+      if (s !== last) { window.__states.push({ s, t: performance.now() }); last = s; }
+    }, 5);
+    window.__stopStates = () => clearInterval(iv);
+  });
+  const res = await fetch(`${worker}/v1/admin/drain`, { method: 'POST', headers: { Authorization: `Bearer ${process.env.HOLDLINE_ADMIN_TOKEN}` } });
+  if (res.status !== 202) throw new Error(`the drain was refused: HTTP ${res.status}`);
+  log('drain asked of', worker);
+  const moved = await waitEvent((e) => e.kind === 'session_moved', 30000, 'session_moved');
+  result.movedText = moved.text;
+  await page.waitForFunction(() => window.holdline.state === 'connected' && window.__states.some((x) => x.s === 'reconnecting'), null, { timeout: 30000 });
+  const states = await page.evaluate(() => { window.__stopStates(); return window.__states; });
+  const away = states.find((x) => x.s === 'reconnecting');
+  const back = states.find((x) => x.s === 'connected' && x.t > away.t);
+  result.moveMs = Math.round(back.t - away.t);
+  result.sameSession = (await page.evaluate(() => window.holdline.sessionId)) === result.session;
+  log('moved:', moved.text, `in ${result.moveMs} ms`);
+  const t2 = await now();
+  await page.evaluate(() => window.holdline.sendText('Are you free at eight?'));
+  const asked = await waitEvent((e) => e.kind === 'user_turn' && e.text === 'Are you free at eight?', 10000, 'the typed turn');
+  const answer = await page.waitForFunction((s) => window.holdline.events.find((e) => e.kind === 'playout_done' && e.seq > s), asked.seq, { timeout: 30000, polling: 20 }).then((h) => h.jsonValue());
+  result.afterResume = answer.text;
+  result.afterResumePeakRMS = await agentPeak(t2, await now());
+  log('after the move:', answer.text, 'peak RMS', result.afterResumePeakRMS.toFixed(3));
+  const evs = await events();
+  result.bookTableRuns = evs.filter((e) => e.kind === 'tool_terminal' && e.tool === 'book_table').length;
+  result.sessionStarts = evs.filter((e) => e.kind === 'session_started').length;
+  result.ended = { logged: evs.filter((e) => e.kind === 'session_ended').map((e) => e.reason || '') };
+  await page.screenshot({ path: `${outDir}/moved.png`, fullPage: true });
 }
 
 // ---------------------------------------------------------------- relay
