@@ -61,7 +61,14 @@ func (c *call) Move(ctx context.Context, token string) error {
 	if c.s.cfg.frontDoor == "" {
 		return errNoFrontDoor
 	}
-	return c.Transfer(ctx, engine.TransferRequest{Target: c.s.cfg.frontDoor, Token: token, Timeout: moveTransferTimeout})
+	var to sipmsg.Uri
+	if err := sipmsg.ParseUri(c.s.cfg.frontDoor, &to); err != nil {
+		return err
+	}
+	// The token in the user part too: phones that drop the Refer-To's
+	// headers keep the URI itself.
+	to.User = handoffUserPrefix + token
+	return c.Transfer(ctx, engine.TransferRequest{Target: to.String(), Token: token, Timeout: moveTransferTimeout})
 }
 
 // moveTransferTimeout bounds a move's REFER, from sending it to the new

@@ -60,17 +60,36 @@ const callLeaseTTL = 5 * time.Second
 // when it has none or the store does not know it (the call is then
 // answered afresh: the caller is on the line either way).
 func (s *Server) takeOver(req *sipmsg.Request) *handoff.Snapshot {
-	h := req.GetHeader(HandoffHeader)
-	if !s.host.HasStore() || h == nil || h.Value() == "" {
+	tok := handoffToken(req)
+	if !s.host.HasStore() || tok == "" {
 		return nil
 	}
-	snap, err := s.host.Resume(s.ctx, h.Value())
+	snap, err := s.host.Resume(s.ctx, tok)
 	if err != nil {
 		s.cfg.log.Warn("handoff token not taken up: answering afresh", "call_id", callID(req), "err", err)
 		return nil
 	}
 	return snap
 }
+
+// handoffToken is the handoff token an INVITE carries: in its
+// X-Holdline-Handoff header (put there from the Refer-To URI's headers,
+// RFC 3515), or in its Request-URI's user part, which every phone and
+// proxy keeps (a move's Refer-To names the front door as
+// sip:hl-handoff.TOKEN@PROXY).
+func handoffToken(req *sipmsg.Request) string {
+	if h := req.GetHeader(HandoffHeader); h != nil && h.Value() != "" {
+		return h.Value()
+	}
+	if u, ok := strings.CutPrefix(req.Recipient.User, handoffUserPrefix); ok {
+		return u
+	}
+	return ""
+}
+
+// handoffUserPrefix begins the user part of a Request-URI that carries a
+// handoff token.
+const handoffUserPrefix = "hl-handoff."
 
 // lineKey names the caller's line in the store, for picking a cut-off call
 // up again: the number called from and the number called, hashed (the

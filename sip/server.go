@@ -503,8 +503,8 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 	case errors.Is(err, calls.ErrDraining):
 		// The drain began since the check above: the handoff token taken
 		// goes back, for the worker the proxy tries next.
-		if h := req.GetHeader(HandoffHeader); h != nil && origin == calls.PutThrough {
-			s.host.GiveBack(s.ctx, h.Value(), resumed)
+		if tok := handoffToken(req); tok != "" && origin == calls.PutThrough {
+			s.host.GiveBack(s.ctx, tok, resumed)
 		}
 		_ = dlg.Respond(503, "Service Unavailable", nil, sipmsg.NewHeader("Retry-After", drainRetryAfter))
 		return
