@@ -163,6 +163,9 @@ func (h *PlivoHandler) verify(r *http.Request, form url.Values) string {
 
 // voice answers the answer URL.
 func (h *PlivoHandler) voice(w http.ResponseWriter, r *http.Request) {
+	if h.wh.draining(w, h.t) {
+		return
+	}
 	_, form, ok := h.wh.readForm(w, r)
 	if !ok {
 		return

@@ -479,3 +479,30 @@ func TestCarrierBadStreams(t *testing.T) {
 		})
 	}
 }
+
+// A draining worker refuses a carrier's voice webhook with 503 and
+// Retry-After, so that the load balancer in front (or the carrier's
+// fallback URL) sends the call to another worker; no call starts here.
+func TestDrainingWorkerRefusesTheCarriersWebhook(t *testing.T) {
+	for _, c := range []carriertest.Carrier{carriertest.Twilio, carriertest.Telnyx, carriertest.Plivo} {
+		t.Run(string(c), func(t *testing.T) {
+			rec := &recorder{}
+			r, cfg := newCarrierRig(t, sayingAgent(rec, "Hello."), c)
+			r.host.BeginDrain()
+			cfg.BaseURL = r.url
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			p, err := carriertest.Dial(ctx, cfg)
+			if err == nil {
+				p.Conn().CloseNow()
+				t.Fatal("a draining worker took the call")
+			}
+			if !strings.Contains(err.Error(), "503") {
+				t.Errorf("the webhook's refusal: %v; want 503", err)
+			}
+			if n := r.host.Len(); n != 0 {
+				t.Errorf("%d calls on the draining worker", n)
+			}
+		})
+	}
+}

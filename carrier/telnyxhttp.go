@@ -134,6 +134,9 @@ func (h *TelnyxHandler) verify(r *http.Request, body []byte) string {
 // voice answers the voice webhook: Telnyx posts the call as a form (From,
 // To, CallSid), as Twilio does.
 func (h *TelnyxHandler) voice(w http.ResponseWriter, r *http.Request) {
+	if h.wh.draining(w, h.t) {
+		return
+	}
 	body, form, ok := h.wh.readForm(w, r)
 	if !ok {
 		return

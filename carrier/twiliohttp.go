@@ -135,6 +135,9 @@ type twiml struct {
 
 // voice answers the voice webhook.
 func (h *TwilioHandler) voice(w http.ResponseWriter, r *http.Request) {
+	if h.wh.draining(w, h.t) {
+		return
+	}
 	_, form, ok := h.wh.readForm(w, r)
 	if !ok {
 		return

@@ -128,6 +128,19 @@ func (w *webhook) refuse(rw http.ResponseWriter, code int, reason string) {
 	http.Error(rw, reason, code)
 }
 
+// draining refuses a call on a draining worker with 503 and Retry-After,
+// so that a load balancer in front sends the carrier's webhook to another
+// worker (and a carrier without one tries its fallback URL); it reports
+// whether it did.
+func (w *webhook) draining(rw http.ResponseWriter, t *Transport) bool {
+	if !t.host.Draining() {
+		return false
+	}
+	rw.Header().Set("Retry-After", "2")
+	w.refuse(rw, http.StatusServiceUnavailable, "this worker is draining: another takes the call")
+	return true
+}
+
 // mint returns a new stream token for the call g names, good once for
 // streamTokenTTL. Expired tokens go as new ones come.
 func (w *webhook) mint(g streamGrant) string {
