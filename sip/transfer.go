@@ -98,70 +98,94 @@ func (c *call) Transfer(ctx context.Context, r engine.TransferRequest) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
-
-	notify := make(chan int, 8)
-	c.mu.Lock()
-	if c.notify != nil {
-		c.mu.Unlock()
-		return fmt.Errorf("%w: a transfer is already under way", ErrTransferFailed)
-	}
-	c.notify = notify
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		c.notify = nil
-		c.mu.Unlock()
-	}()
-
-	req := sipmsg.NewRequest(sipmsg.REFER, c.target)
 	referTo := to.String()
+	var extra []sipmsg.Header
 	if cfg.token != "" {
 		// RFC 3515: headers in the Refer-To URI go into the INVITE the
 		// other side sends to the target.
 		referTo += "?" + HandoffHeader + "=" + url.QueryEscape(cfg.token)
+		extra = append(extra, sipmsg.NewHeader(HandoffHeader, cfg.token))
 	}
-	req.AppendHeader(sipmsg.NewHeader("Refer-To", "<"+referTo+">"))
+	notify, done, err := c.refer(ctx, "<"+referTo+">", extra...)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrTransferFailed, err)
+	}
+	defer done()
+	c.s.cfg.log.Info("transfer accepted", "call_id", c.id, "target", target)
+	code, err := finalNotify(ctx, notify)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: no answer from the target: %v", ErrTransferFailed, err)
+	case code >= 300:
+		return fmt.Errorf("%w: the target answered %d", ErrTransferFailed, code)
+	}
+	c.s.cfg.log.Info("transferred", "call_id", c.id, "target", target)
+	c.hangUp(errTransferred)
+	return nil
+}
+
+// refer sends a REFER to the other side and waits for it to be accepted:
+// the NOTIFYs that then report the referred call come on notify, until
+// done is called. One REFER at a time.
+func (c *call) refer(ctx context.Context, referTo string, extra ...sipmsg.Header) (notify <-chan int, done func(), err error) {
+	ch := make(chan int, 8)
+	c.mu.Lock()
+	if c.notify != nil {
+		c.mu.Unlock()
+		return nil, nil, errors.New("a transfer is already under way")
+	}
+	c.notify = ch
+	c.mu.Unlock()
+	done = func() {
+		c.mu.Lock()
+		c.notify = nil
+		c.mu.Unlock()
+	}
+	req := sipmsg.NewRequest(sipmsg.REFER, c.target)
+	req.AppendHeader(sipmsg.NewHeader("Refer-To", referTo))
 	req.AppendHeader(sipmsg.NewHeader("Referred-By", "<"+c.s.contactURI()+">"))
-	if cfg.token != "" {
-		req.AppendHeader(sipmsg.NewHeader(HandoffHeader, cfg.token))
+	for _, h := range extra {
+		req.AppendHeader(h)
 	}
 	req.AppendHeader(c.s.contactOf(c))
 	tx, err := c.dlg.TransactionRequest(ctx, req)
 	if err != nil {
-		return fmt.Errorf("%w: REFER: %v", ErrTransferFailed, err)
+		done()
+		return nil, nil, fmt.Errorf("REFER: %v", err)
 	}
 	defer tx.Terminate()
-	for accepted := false; !accepted; {
+	for {
 		select {
 		case res := <-tx.Responses():
 			switch {
 			case res.StatusCode < 200:
 			case res.StatusCode < 300:
-				accepted = true
+				return ch, done, nil
 			default:
-				return fmt.Errorf("%w: REFER answered %d %s", ErrTransferFailed, res.StatusCode, res.Reason)
+				done()
+				return nil, nil, fmt.Errorf("REFER answered %d %s", res.StatusCode, res.Reason)
 			}
 		case <-tx.Done():
-			return fmt.Errorf("%w: REFER: %v", ErrTransferFailed, tx.Err())
+			done()
+			return nil, nil, fmt.Errorf("REFER: %v", tx.Err())
 		case <-ctx.Done():
-			return fmt.Errorf("%w: REFER: %v", ErrTransferFailed, ctx.Err())
+			done()
+			return nil, nil, fmt.Errorf("REFER: %v", ctx.Err())
 		}
 	}
-	c.s.cfg.log.Info("transfer accepted", "call_id", c.id, "target", target)
+}
+
+// finalNotify waits for the final status a referred call's NOTIFYs
+// report.
+func finalNotify(ctx context.Context, notify <-chan int) (int, error) {
 	for {
 		select {
 		case code := <-notify:
-			switch {
-			case code < 200:
-			case code < 300:
-				c.s.cfg.log.Info("transferred", "call_id", c.id, "target", target)
-				c.hangUp(errTransferred)
-				return nil
-			default:
-				return fmt.Errorf("%w: the target answered %d", ErrTransferFailed, code)
+			if code >= 200 {
+				return code, nil
 			}
 		case <-ctx.Done():
-			return fmt.Errorf("%w: no answer from the target: %v", ErrTransferFailed, ctx.Err())
+			return 0, ctx.Err()
 		}
 	}
 }

@@ -708,56 +708,17 @@ func (c *call) referReplaces(ctx context.Context, p *person) error {
 
 	ctx, cancel := context.WithTimeout(ctx, referTimeout)
 	defer cancel()
-	notify := make(chan int, 8)
-	c.mu.Lock()
-	if c.notify != nil {
-		c.mu.Unlock()
-		return errors.New("a transfer is already under way")
-	}
-	c.notify = notify
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		c.notify = nil
-		c.mu.Unlock()
-	}()
-	req := sipmsg.NewRequest(sipmsg.REFER, c.target)
-	req.AppendHeader(sipmsg.NewHeader("Refer-To", referTo))
-	req.AppendHeader(sipmsg.NewHeader("Referred-By", "<"+c.s.contactURI()+">"))
-	req.AppendHeader(c.s.contactOf(c))
-	tx, err := c.dlg.TransactionRequest(ctx, req)
+	notify, done, err := c.refer(ctx, referTo)
 	if err != nil {
-		return fmt.Errorf("REFER: %w", err)
+		return err
 	}
-	defer tx.Terminate()
-	for accepted := false; !accepted; {
-		select {
-		case res := <-tx.Responses():
-			switch {
-			case res.StatusCode < 200:
-			case res.StatusCode < 300:
-				accepted = true
-			default:
-				return fmt.Errorf("REFER answered %d %s", res.StatusCode, res.Reason)
-			}
-		case <-tx.Done():
-			return fmt.Errorf("REFER: %v", tx.Err())
-		case <-ctx.Done():
-			return fmt.Errorf("REFER: %w", ctx.Err())
-		}
+	defer done()
+	code, err := finalNotify(ctx, notify)
+	switch {
+	case err != nil:
+		return fmt.Errorf("no NOTIFY of the caller's call to the person: %w", err)
+	case code >= 300:
+		return fmt.Errorf("the caller's call to the person was answered %d", code)
 	}
-	for {
-		select {
-		case code := <-notify:
-			switch {
-			case code < 200:
-			case code < 300:
-				return nil
-			default:
-				return fmt.Errorf("the caller's call to the person was answered %d", code)
-			}
-		case <-ctx.Done():
-			return fmt.Errorf("no NOTIFY of the caller's call to the person: %w", ctx.Err())
-		}
-	}
+	return nil
 }
