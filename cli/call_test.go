@@ -3,14 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -18,37 +11,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdline/holdline/internal/testcert"
+
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/scripted"
 	hsip "github.com/holdline/holdline/sip"
 )
 
-// testCert is a certificate for 127.0.0.1, and its PEM file.
+// testCert is a certificate for a callee on 127.0.0.1, and the file of
+// the root that verifies it.
 func testCert(t *testing.T) (tls.Certificate, string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	c, err := testcert.New("callee")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "callee"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	file, _, err := c.WriteFiles(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, file
+	return c.TLS, file
 }
 
 // calleeOverTLS answers SIP over TLS only, with an agent that greets and

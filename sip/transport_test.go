@@ -3,15 +3,10 @@ package sip_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/netip"
 	"regexp"
@@ -19,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/holdline/holdline/internal/testcert"
 
 	"github.com/emiago/sipgo"
 	sipmsg "github.com/emiago/sipgo/sip"
@@ -280,30 +277,11 @@ func TestSippTCPAgentHangsUpOverTheConnection(t *testing.T) {
 // selfSigned is a certificate for 127.0.0.1 and the pool that trusts it.
 func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	c, err := testcert.New("holdline test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "holdline test"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(leaf)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
+	return c.TLS, c.Pool
 }
 
 // tlsCall places one call over TLS with sipgo: INVITE, 200 (whose

@@ -11,16 +11,10 @@ package kamailiotest
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -33,6 +27,7 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/internal/freeport"
+	"github.com/holdline/holdline/internal/testcert"
 )
 
 // Packages are the Debian packages Kamailio and its TLS module come in.
@@ -91,7 +86,7 @@ type Kamailio struct {
 
 	path string
 	dir  string
-	cert *x509.Certificate
+	cert *testcert.Cert
 
 	mu     sync.Mutex // over cmd and exited
 	cmd    *exec.Cmd
@@ -173,9 +168,7 @@ func (k *Kamailio) choosePorts() error {
 // RootCAs trusts Kamailio's certificate, for clients that connect to it
 // over TLS.
 func (k *Kamailio) RootCAs() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(k.cert)
-	return p
+	return k.cert.Pool
 }
 
 // CertFile is Kamailio's certificate (PEM), for clients that take their
@@ -188,37 +181,13 @@ func (k *Kamailio) ClientTLS() *tls.Config {
 }
 
 func (k *Kamailio) writeCert() error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	c, err := testcert.New("kamailio test")
 	if err != nil {
 		return err
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(time.Now().UnixNano()),
-		Subject:               pkix.Name{CommonName: "kamailio test"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:              []string{"localhost"},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return err
-	}
-	if k.cert, err = x509.ParseCertificate(der); err != nil {
-		return err
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(k.dir, "cert.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(k.dir, "key.pem"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
+	k.cert = c
+	_, _, err = c.WriteFiles(k.dir)
+	return err
 }
 
 func (k *Kamailio) writeConfig() error {
