@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/holdline/holdline/internal/need"
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/media/aec"
 	"github.com/holdline/holdline/vad/corpus"
@@ -24,10 +25,7 @@ func bargeinEval(t *testing.T, args ...string) []eval.Result {
 	var stdout, stderr bytes.Buffer
 	err := run(context.Background(), append([]string{"bargein-eval"}, args...), nil, &stdout, &stderr)
 	if errors.Is(err, corpus.ErrTools) || errors.Is(err, aec.ErrUnavailable) {
-		if os.Getenv("HOLDLINE_REQUIRE_MODELS") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
+		need.Missing(t, err)
 	}
 	if err != nil {
 		t.Fatalf("bargein-eval %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
@@ -49,10 +47,7 @@ func TestBargeInEvalCorpusReadsBackExport(t *testing.T) {
 	var stdout bytes.Buffer
 	err := run(context.Background(), []string{"bargein-eval", "--export", dir, "--small", "--rate", "8000"}, nil, &stdout, &stdout)
 	if errors.Is(err, corpus.ErrTools) {
-		if os.Getenv("HOLDLINE_REQUIRE_MODELS") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
+		need.Missing(t, err)
 	}
 	if err != nil {
 		t.Fatalf("--export: %v\n%s", err, stdout.String())

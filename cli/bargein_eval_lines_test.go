@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"testing"
 
+	"github.com/holdline/holdline/internal/need"
 	"github.com/holdline/holdline/media/aec"
 	"github.com/holdline/holdline/vad"
 	"github.com/holdline/holdline/vad/corpus"
@@ -24,10 +24,7 @@ func TestBargeInEvalQuietCallerOnLineWithoutEcho(t *testing.T) {
 		t.Run(fmt.Sprint(rate), func(t *testing.T) {
 			clips, err := corpus.Generate(context.Background(), corpus.Options{Rate: rate, Seed: 1, EchoSentences: 1, BargeIns: 36, Backchannels: 6})
 			if errors.Is(err, corpus.ErrTools) {
-				if os.Getenv("HOLDLINE_REQUIRE_MODELS") == "1" {
-					t.Fatal(err)
-				}
-				t.Skip(err)
+				need.Missing(t, err)
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -70,10 +67,7 @@ func TestBargeInEvalQuietCallerOnLineWithoutEcho(t *testing.T) {
 			}
 			res, err := eval.Run(context.Background(), cfg, quiet, []eval.Mode{eval.Full}, "energy")
 			if errors.Is(err, aec.ErrUnavailable) {
-				if os.Getenv("HOLDLINE_REQUIRE_MODELS") == "1" {
-					t.Fatal(err)
-				}
-				t.Skip(err)
+				need.Missing(t, err)
 			}
 			if err != nil {
 				t.Fatal(err)

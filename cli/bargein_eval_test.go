@@ -5,9 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"testing"
 
+	"github.com/holdline/holdline/internal/need"
 	"github.com/holdline/holdline/media/aec"
 	"github.com/holdline/holdline/vad/corpus"
 )
@@ -20,10 +20,7 @@ func TestBargeInEvalTriedAsANewUserWould(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	err := run(context.Background(), []string{"bargein-eval", "--small", "--no-transcripts", "--vad", "energy", "--json"}, nil, &stdout, &stderr)
 	if errors.Is(err, corpus.ErrTools) || errors.Is(err, aec.ErrUnavailable) {
-		if os.Getenv("HOLDLINE_REQUIRE_MODELS") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
+		need.Missing(t, err)
 	}
 	if err != nil {
 		t.Fatalf("bargein-eval: %v\n%s", err, stderr.String())

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdline/holdline/internal/need"
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/server"
 	"github.com/holdline/holdline/vad/corpus"
@@ -131,10 +132,7 @@ func needChromium(t *testing.T) (node, dir string) {
 
 func missingForBrowser(t *testing.T, what string) {
 	t.Helper()
-	if os.Getenv("HOLDLINE_REQUIRE_MODELS") == "1" {
-		t.Fatalf("%s is missing: make test-deps installs it", what)
-	}
-	t.Skipf("%s is missing (make test-deps installs it)", what)
+	need.Missingf(t, "%s is missing: make test-deps installs it", what)
 }
 
 // callerWAV speaks text with espeak-ng as a 48 kHz WAV for Chromium's fake

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/holdline/holdline/internal/need"
 )
 
 // callerNetwork is a network namespace for the browser whose only
@@ -90,10 +92,7 @@ func startCoturn(t *testing.T, ctx context.Context, hostIP string, port int, aut
 	t.Helper()
 	bin, err := exec.LookPath("turnserver")
 	if err != nil {
-		if os.Getenv("HOLDLINE_REQUIRE_MODELS") == "1" {
-			t.Fatal("turnserver is missing: make test-deps installs coturn")
-		}
-		t.Skip("turnserver is missing (make test-deps installs coturn)")
+		need.Missing(t, "turnserver is missing: make test-deps installs coturn")
 	}
 	dir := t.TempDir()
 	c := &coturn{Port: port, log: filepath.Join(dir, "turnserver.log")}

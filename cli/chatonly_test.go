@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/examples/booking"
+	"github.com/holdline/holdline/internal/need"
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/openaitest"
@@ -26,10 +27,7 @@ func needEspeak(t *testing.T) string {
 	t.Helper()
 	path, err := exec.LookPath("espeak-ng")
 	if err != nil {
-		if os.Getenv("HOLDLINE_REQUIRE_MODELS") == "1" {
-			t.Fatal("espeak-ng is missing: apt-get install espeak-ng")
-		}
-		t.Skip("espeak-ng is not installed, so there is no local voice to test (apt-get install espeak-ng)")
+		need.Missing(t, "espeak-ng is missing: apt-get install espeak-ng")
 	}
 	return path
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/examples/booking"
+	"github.com/holdline/holdline/internal/need"
 	"github.com/holdline/holdline/stt/pocketsphinx"
 )
 
@@ -188,8 +189,5 @@ const (
 // HOLDLINE_REQUIRE_MODELS=1, else a skip.
 func missing(t *testing.T, why string) {
 	t.Helper()
-	if os.Getenv("HOLDLINE_REQUIRE_MODELS") == "1" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
+	need.Missing(t, why)
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/internal/freeport"
+	"github.com/holdline/holdline/internal/need"
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/runtime/engine"
@@ -39,10 +40,7 @@ func needSipp(t *testing.T) string {
 	t.Helper()
 	path, err := exec.LookPath("sipp")
 	if err != nil {
-		if os.Getenv("HOLDLINE_REQUIRE_MODELS") == "1" {
-			t.Fatal("sipp is missing: make test-deps installs it (Debian package sip-tester)")
-		}
-		t.Skip("sipp is missing (Debian package sip-tester; make test-deps installs it)")
+		need.Missing(t, "sipp is missing: make test-deps installs it (Debian package sip-tester)")
 	}
 	return path
 }

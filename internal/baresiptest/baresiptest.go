@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/internal/freeport"
+	"github.com/holdline/holdline/internal/need"
 	"github.com/holdline/holdline/media"
 )
 
@@ -30,10 +31,7 @@ func Need(t testing.TB) string {
 	t.Helper()
 	for _, bin := range []string{"baresip", "espeak-ng", "sox"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			if os.Getenv("HOLDLINE_REQUIRE_MODELS") == "1" {
-				t.Fatalf("%s is missing: make test-deps installs it", bin)
-			}
-			t.Skipf("%s is missing (make test-deps installs it)", bin)
+			need.Missingf(t, "%s is missing: make test-deps installs it", bin)
 		}
 	}
 	p, _ := exec.LookPath("baresip")

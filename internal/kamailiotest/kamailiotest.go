@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/internal/freeport"
+	"github.com/holdline/holdline/internal/need"
 	"github.com/holdline/holdline/internal/testcert"
 )
 
@@ -56,10 +57,7 @@ func Need(tb testing.TB) string {
 		}
 	}
 	if err != nil {
-		if os.Getenv("HOLDLINE_REQUIRE_MODELS") == "1" {
-			tb.Fatalf("%s (%v)", Absent, err)
-		}
-		tb.Skipf("%s (%v)", Absent, err)
+		need.Missingf(tb, "%s (%v)", Absent, err)
 	}
 	return path
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/holdline/holdline/internal/freeport"
+	"github.com/holdline/holdline/internal/need"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -29,10 +30,7 @@ func Path(tb testing.TB) string {
 	tb.Helper()
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
-		if os.Getenv("HOLDLINE_REQUIRE_MODELS") == "1" {
-			tb.Fatal(Absent)
-		}
-		tb.Skip(Absent)
+		need.Missing(tb, Absent)
 	}
 	return path
 }

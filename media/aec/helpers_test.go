@@ -4,9 +4,10 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"os"
 	"testing"
 	"time"
+
+	"github.com/holdline/holdline/internal/need"
 )
 
 // newCanceller returns a Canceller closed when the test ends. Without
@@ -16,10 +17,7 @@ func newCanceller(t testing.TB, rate int, opts ...Option) *Canceller {
 	t.Helper()
 	c, err := New(rate, opts...)
 	if errors.Is(err, ErrUnavailable) {
-		if os.Getenv("HOLDLINE_REQUIRE_MODELS") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
+		need.Missing(t, err)
 	}
 	if err != nil {
 		t.Fatal(err)

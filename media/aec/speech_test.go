@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdline/holdline/internal/need"
 	"github.com/holdline/holdline/media"
 )
 
@@ -18,10 +19,7 @@ import (
 func espeak(t *testing.T, rate int, text string) []int16 {
 	t.Helper()
 	if _, err := exec.LookPath("espeak-ng"); err != nil {
-		if os.Getenv("HOLDLINE_REQUIRE_MODELS") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
+		need.Missing(t, err)
 	}
 	path := filepath.Join(t.TempDir(), "speech.wav")
 	if out, err := exec.Command("espeak-ng", "-w", path, text).CombinedOutput(); err != nil {

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/holdline/holdline/internal/need"
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/stt"
 	"github.com/holdline/holdline/tts/espeak"
@@ -21,10 +21,7 @@ import (
 // pocketsphinx, pocketsphinx-en-us and espeak-ng), else a skip.
 func absent(t testing.TB, err error) {
 	t.Helper()
-	if os.Getenv("HOLDLINE_REQUIRE_MODELS") == "1" {
-		t.Fatal(err)
-	}
-	t.Skip(err)
+	need.Missing(t, err)
 }
 
 // newRecognizer returns a Recognizer closed when the test ends, or ends the

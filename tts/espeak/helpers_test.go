@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/holdline/holdline/internal/need"
 )
 
 // absent ends a test whose espeak-ng is missing: a failure when
@@ -14,10 +16,7 @@ import (
 // else a skip.
 func absent(t testing.TB, err error) {
 	t.Helper()
-	if os.Getenv("HOLDLINE_REQUIRE_MODELS") == "1" {
-		t.Fatal(err)
-	}
-	t.Skip(err)
+	need.Missing(t, err)
 }
 
 // newSynth returns a Synthesizer on the real espeak-ng, or ends the test

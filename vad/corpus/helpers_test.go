@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/holdline/holdline/internal/need"
 )
 
 // testCache is shared by the tests of one run, so that each utterance is
@@ -41,10 +43,7 @@ func needTools(t *testing.T, synth, pocketsphinx bool) {
 		_, err = findPocketsphinx()
 	}
 	if err != nil {
-		if os.Getenv("HOLDLINE_REQUIRE_MODELS") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
+		need.Missing(t, err)
 	}
 }
 

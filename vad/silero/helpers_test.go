@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdline/holdline/internal/need"
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/vad"
 )
@@ -18,10 +19,7 @@ import (
 // HOLDLINE_REQUIRE_MODELS=1 (as under "make test"), else a skip.
 func absent(t testing.TB, err error) {
 	t.Helper()
-	if os.Getenv("HOLDLINE_REQUIRE_MODELS") == "1" {
-		t.Fatal(err)
-	}
-	t.Skip(err)
+	need.Missing(t, err)
 }
 
 // errNoRuntime is set when ONNX Runtime cannot be loaded in this build.
