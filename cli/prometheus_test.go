@@ -98,6 +98,12 @@ scrape_configs:
 	type rule struct {
 		Name, Health, LastError string
 	}
+	// Every rule the file holds must load.
+	text, err := os.ReadFile(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRules := len(regexp.MustCompile(`(?m)^\s*- (record|alert):`).FindAll(text, -1))
 	var (
 		series int
 		bad    []string
@@ -126,11 +132,11 @@ scrape_configs:
 				}
 			}
 		}
-		if series > 0 && loaded == 9 && len(bad) == 0 {
+		if series > 0 && loaded == wantRules && len(bad) == 0 {
 			break
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("Prometheus has %d series of the first token's stage, %d rules loaded (want 9), not ok: %v", series, loaded, bad)
+			t.Fatalf("Prometheus has %d series of the first token's stage, %d rules loaded (want %d), not ok: %v", series, loaded, wantRules, bad)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
