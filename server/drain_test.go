@@ -6,7 +6,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -237,5 +240,82 @@ func TestDrainMovesAWebRTCCallThroughTheFrontDoor(t *testing.T) {
 	case <-c.HungUp():
 		t.Error("the client saw the move as a hang-up")
 	default:
+	}
+}
+
+// Every WebRTC call of a draining worker moves, several at once: each
+// lands on the other worker in the same session with its one booking,
+// and the gap each caller hears is logged (p50, p95). HOLDLINE_MOVE_CALLS
+// sets how many calls (default 8).
+func TestDrainMovesEveryWebRTCCall(t *testing.T) {
+	n := 8
+	if v, err := strconv.Atoi(os.Getenv("HOLDLINE_MOVE_CALLS")); err == nil && v > 0 {
+		n = v
+	}
+	st, err := store.OpenFile(filepath.Join(t.TempDir(), "holdline.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	hsA, _, srvA := newServer(t, server.WithStore(st, "worker-a", snapshotKey))
+	hsB, _, srvB := newServer(t, server.WithStore(st, "worker-b", snapshotKey))
+	door := httptest.NewServer(&frontDoor{workers: []string{hsA.URL, hsB.URL}})
+	defer door.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	clients := make([]*rtctest.Client, n)
+	for i := range clients {
+		c, err := rtctest.Dial(ctx, door.URL, rtctest.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		clients[i] = c
+		if err := c.SendText("Book a table for two at seven."); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range clients {
+		if _, err := c.WaitEvent(ctx, booked); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if srvA.Host().Len() != n {
+		t.Fatalf("%d calls on worker A; want %d", srvA.Host().Len(), n)
+	}
+	start := time.Now()
+	rep, err := srvA.Host().Drain(ctx, calls.WithMoves(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if rep.Moved != n {
+		t.Fatalf("drain report %+v; want all %d calls moved", rep, n)
+	}
+	var gaps []time.Duration
+	for i, c := range clients {
+		if err := c.Wait(ctx, "the move", func(c *rtctest.Client) bool {
+			m := c.Moves()
+			return len(m) == 1 && (m[0].Err != nil || m[0].Gap > 0)
+		}); err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+		m := c.Moves()[0]
+		if m.Err != nil {
+			t.Fatalf("client %d's move: %v", i, m.Err)
+		}
+		gaps = append(gaps, m.Gap)
+		if k := count(c.Events(), booked); k != 1 {
+			t.Errorf("client %d: %d bookings; want 1", i, k)
+		}
+	}
+	if srvB.Host().Len() != n {
+		t.Errorf("%d calls on worker B after the drain; want %d", srvB.Host().Len(), n)
+	}
+	slices.Sort(gaps)
+	q := func(p float64) time.Duration { return gaps[min(len(gaps)-1, int(p*float64(len(gaps))))].Round(time.Millisecond) }
+	t.Logf("%d calls moved in %v; gap the callers heard p50 %v, p95 %v, max %v", n, took.Round(time.Millisecond), q(0.5), q(0.95), q(1))
+	if q(0.95) > time.Second {
+		t.Errorf("move gap p95 %v; want at most a second", q(0.95))
 	}
 }
