@@ -177,6 +177,9 @@ func (s *Session) Observe(e events.Event) {
 			s.root.AddLink(s.link(SessionSpanID(s.id, 1)))
 			s.linked = true
 		}
+	case events.SessionMoved:
+		// A draining worker moved the call here: the span says from where.
+		s.root.AddEvent("session_moved", trace.WithTimestamp(e.Time), trace.WithAttributes(attribute.String("holdline.moved", e.Text)))
 	case events.EventsDropped:
 		s.dropped += e.Count
 		s.root.SetAttributes(attribute.Int("holdline.events_dropped", s.dropped))

@@ -63,6 +63,7 @@
     checkpoint_saved: ['Checkpoint saved', 'quiet'],
     checkpoint_failed: ['Checkpoint failed', 'warn'],
     session_resumed: ['Session taken over', 'ok'],
+    session_moved: ['Moved to another server', 'ok'],
     handoff: ['Handed over', 'agent'],
   };
 

@@ -26,7 +26,7 @@
   // Lanes in page order. Each kind belongs to one lane; what is not listed
   // falls into "other".
   const LANES = [
-    { id: 'session', label: 'Session', kinds: ['session_started', 'session_ended', 'session_resumed', 'handoff', 'checkpoint_saved', 'checkpoint_failed'] },
+    { id: 'session', label: 'Session', kinds: ['session_started', 'session_ended', 'session_resumed', 'session_moved', 'handoff', 'checkpoint_saved', 'checkpoint_failed'] },
     { id: 'caller', label: 'Caller speech', kinds: ['speech_started', 'speech_stopped', 'transcript', 'transcript_ignored', 'user_turn', 'dtmf'] },
     { id: 'barge', label: 'Barge-in', kinds: ['barge_in_suspected', 'barge_in_confirmed', 'barge_in_resumed'] },
     { id: 'agent', label: 'Agent audio', kinds: ['turn_started', 'playout_started', 'playout_done', 'playout_truncated', 'turn_interrupted', 'turn_settled', 'idle'] },
@@ -44,7 +44,7 @@
 
   // Short names for marks.
   const LABELS = {
-    session_started: 'session started', session_ended: 'session ended', session_resumed: 'resumed',
+    session_started: 'session started', session_ended: 'session ended', session_resumed: 'resumed', session_moved: 'moved',
     handoff: 'handoff', checkpoint_saved: 'checkpoint', checkpoint_failed: 'checkpoint failed',
     speech_started: 'speech', speech_stopped: 'stop', transcript: 'heard', transcript_ignored: 'ignored',
     user_turn: 'caller turn', dtmf: 'key',
@@ -528,6 +528,7 @@
       case 'speech_stopped': case 'turn_settled': case 'idle': return '';
       case 'handoff': return `handoff ${e.text || ''}${e.reason ? ` (${e.reason})` : ''}`;
       case 'session_resumed': return `resumed ${e.text || ''}`.trim();
+      case 'session_moved': return `moved ${e.text || ''}`.trim();
       case 'session_ended': return e.reason ? `ended: ${clip(e.reason, 40)}` : base;
       case 'provider_error': case 'provider_failover':
         return `${e.provider || ''} ${base}: ${clip(e.error, 40)}`.trim();
