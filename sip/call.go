@@ -45,6 +45,10 @@ type call struct {
 	hc     *calls.Call // the hosted call: session, checkpoints, events
 	hangUp context.CancelCauseFunc
 	target sipmsg.Uri // the other side's Contact: where in-dialog requests go
+	// takesRefer: the caller's INVITE listed REFER in Allow, so a draining
+	// worker may move the call by REFER (a phone that does not list it
+	// may drop the call on one).
+	takesRefer bool
 	// transport is what the call's signalling goes over ("udp", "tcp",
 	// "tls").
 	transport string

@@ -45,13 +45,13 @@ func refuseDraining(tx sipmsg.ServerTransaction, req *sipmsg.Request) {
 var errNoFrontDoor = errors.New("sip: no front door to move the call to (WithFrontDoor)")
 
 // Movable reports whether the call can be moved: the server has a front
-// door, the caller's Contact is known, and no transfer is under way
-// (calls.Mover).
+// door, the caller said it takes REFER (Allow), its Contact is known, and
+// no transfer is under way (calls.Mover).
 func (c *call) Movable() bool {
 	c.mu.Lock()
 	busy := c.notify != nil
 	c.mu.Unlock()
-	return c.s.cfg.frontDoor != "" && c.target.Host != "" && !busy
+	return c.s.cfg.frontDoor != "" && c.takesRefer && c.target.Host != "" && !busy
 }
 
 // Move REFERs the caller to the front door with the handoff token, and

@@ -65,10 +65,15 @@ func newDrainPair(t *testing.T) *drainPair {
 	return p
 }
 
-// answeredCall is a raw phone's call to A, answered and ACKed.
-func (p *drainPair) call(t *testing.T, u *rawUA, id string) (toTag string) {
+// call is a raw phone's call to A, answered and ACKed; refer says
+// whether its INVITE lists REFER in Allow.
+func (p *drainPair) call(t *testing.T, u *rawUA, id string, refer bool) (toTag string) {
 	t.Helper()
-	u.send(invite(u.local(), id, "application/sdp", fmt.Sprintf(pcmuOffer, 40012)))
+	inv := invite(u.local(), id, "application/sdp", fmt.Sprintf(pcmuOffer, 40012))
+	if refer {
+		inv = strings.Replace(inv, "Max-Forwards: 70\n", "Max-Forwards: 70\nAllow: INVITE, ACK, BYE, CANCEL, OPTIONS, NOTIFY, REFER\n", 1)
+	}
+	u.send(inv)
 	res := u.final(3 * time.Second)
 	if !strings.HasPrefix(res, "SIP/2.0 200 ") {
 		t.Fatalf("A answered %q", res)
@@ -112,7 +117,7 @@ func TestDrainMovesAPhoneCallByREFERToTheFrontDoor(t *testing.T) {
 	p := newDrainPair(t)
 	u := dialRaw(t, netipAddrPort(t, p.addrA))
 	const id = "drain-a"
-	to := p.call(t, u, id)
+	to := p.call(t, u, id, true)
 	done := drainA(p, time.Minute)
 
 	refer := nextRequest(u, "REFER", 10*time.Second)
@@ -203,7 +208,7 @@ func TestDrainMovesAPhoneCallByREFERToTheFrontDoor(t *testing.T) {
 func TestDrainKeepsAPhoneCallThatRefusesTheREFER(t *testing.T) {
 	p := newDrainPair(t)
 	u := dialRaw(t, netipAddrPort(t, p.addrA))
-	p.call(t, u, "drain-refuse")
+	p.call(t, u, "drain-refuse", true)
 	done := drainA(p, 3*time.Second)
 	refer := nextRequest(u, "REFER", 10*time.Second)
 	if refer == "" {
@@ -233,4 +238,24 @@ func netipAddrPort(t *testing.T, s string) netip.AddrPort {
 		t.Fatal(err)
 	}
 	return ap
+}
+
+// A phone whose INVITE does not list REFER in Allow (sipp's, many trunks')
+// is never sent one: its call runs to its end on the draining worker.
+func TestDrainDoesNotREFERAPhoneThatDidNotOfferIt(t *testing.T) {
+	p := newDrainPair(t)
+	u := dialRaw(t, netipAddrPort(t, p.addrA))
+	p.call(t, u, "drain-norefer", false)
+	done := drainA(p, 2*time.Second)
+	if refer := nextRequest(u, "REFER", 1500*time.Millisecond); refer != "" {
+		t.Fatal("the draining worker REFERred a phone that did not list REFER in Allow")
+	}
+	select {
+	case rep := <-done:
+		if rep.Moved != 0 || rep.Released != 1 {
+			t.Errorf("drain report %+v; want the call kept, then released at the deadline", rep)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("A's drain did not end at its deadline")
+	}
 }

@@ -527,6 +527,7 @@ func (s *Server) onInvite(req *sipmsg.Request, tx sipmsg.ServerTransaction) {
 	if ct := req.Contact(); ct != nil {
 		c.target = ct.Address
 	}
+	c.takesRefer = takesRefer(req)
 	c.transport = transportKey(req)
 	if natted {
 		// A caller behind NAT gets its media where its packets come from,

@@ -307,23 +307,28 @@ func failReason(err error) string {
 
 // takesReplaces reports whether a request or response advertises that its
 // sender takes REFER (Allow) and Replaces (Supported).
-func takesReplaces(m interface {
+func takesReplaces(m headered) bool {
+	return m != nil && hasToken(m, "Allow", "REFER") && hasToken(m, "Supported", "replaces")
+}
+
+// takesRefer reports whether a request advertises that its sender takes
+// REFER (Allow): a phone that does not say so may drop the call on one.
+func takesRefer(m headered) bool { return m != nil && hasToken(m, "Allow", "REFER") }
+
+type headered interface {
 	GetHeaders(name string) []sipmsg.Header
-}) bool {
-	if m == nil {
-		return false
-	}
-	has := func(name, token string) bool {
-		for _, h := range m.GetHeaders(name) {
-			for _, v := range strings.Split(h.Value(), ",") {
-				if strings.EqualFold(strings.TrimSpace(v), token) {
-					return true
-				}
+}
+
+// hasToken reports whether a header name of m lists token.
+func hasToken(m headered, name, token string) bool {
+	for _, h := range m.GetHeaders(name) {
+		for _, v := range strings.Split(h.Value(), ",") {
+			if strings.EqualFold(strings.TrimSpace(v), token) {
+				return true
 			}
 		}
-		return false
 	}
-	return has("Allow", "REFER") && has("Supported", "replaces")
+	return false
 }
 
 // spawn runs fn on a goroutine the server waits for on Close.
