@@ -51,6 +51,10 @@ type Options struct {
 	// HTTPClient posts the offers (default http.DefaultClient): one with
 	// a cookie jar keeps a front door's affinity.
 	HTTPClient *http.Client
+	// Interfaces are the network interfaces the client offers candidates
+	// on (default: loopback only, for a server on this machine); a client
+	// in a network namespace of its own names its interface there.
+	Interfaces []string
 }
 
 // Move is one move a draining server asked of the client.
@@ -128,7 +132,10 @@ type ErrStatus struct {
 // Error says the status and the reason.
 func (e *ErrStatus) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Status, e.Reason) }
 
-var api = func() *pion.API {
+var api = newAPI([]string{"lo"})
+
+// newAPI is a pion API whose candidates are on interfaces only, IPv4 UDP.
+func newAPI(interfaces []string) *pion.API {
 	m := &pion.MediaEngine{}
 	if err := m.RegisterCodec(pion.RTPCodecParameters{
 		RTPCodecCapability: pion.RTPCodecCapability{MimeType: pion.MimeTypeOpus, ClockRate: rate, Channels: 2, SDPFmtpLine: "minptime=10;useinbandfec=1"},
@@ -141,11 +148,11 @@ var api = func() *pion.API {
 		panic(err)
 	}
 	var se pion.SettingEngine
-	se.SetIncludeLoopbackCandidate(true)
 	se.SetNetworkTypes([]pion.NetworkType{pion.NetworkTypeUDP4})
-	se.SetInterfaceFilter(func(name string) bool { return name == "lo" })
+	se.SetIncludeLoopbackCandidate(slices.Contains(interfaces, "lo"))
+	se.SetInterfaceFilter(func(name string) bool { return slices.Contains(interfaces, name) })
 	return pion.NewAPI(pion.WithMediaEngine(m), pion.WithInterceptorRegistry(ir), pion.WithSettingEngine(se))
-}()
+}
 
 // Dial connects to the server at base (http://host:port) and waits until
 // media and the data channel are up, or ctx ends: it posts an offer to
@@ -185,7 +192,11 @@ func Dial(ctx context.Context, base string, o Options) (*Client, error) {
 // connect makes connection n: an offer posted with resumeToken, the
 // answer applied, media and the data channel up.
 func (c *Client) connect(ctx context.Context, n int, resumeToken string, after uint64) (*conn, error) {
-	pc, err := api.NewPeerConnection(pion.Configuration{})
+	a := api
+	if len(c.opts.Interfaces) > 0 {
+		a = newAPI(c.opts.Interfaces)
+	}
+	pc, err := a.NewPeerConnection(pion.Configuration{})
 	if err != nil {
 		return nil, err
 	}
