@@ -1,13 +1,3 @@
-// Package netnstest builds small networks of Linux network namespaces for
-// tests that run real servers the way they run in production, each on its
-// own address: namespaces joined by veth pairs to a bridge that lives in
-// a namespace of its own. Nothing is routed off the machine: the
-// namespaces have no default route and the root namespace is not on the
-// bridge. Everything is torn down when the test ends, and the processes
-// started in the namespaces are killed by process group.
-//
-// It needs root (CAP_NET_ADMIN): without it, or where namespaces cannot be
-// made, the test is skipped (failed under make test).
 package netnstest
 
 import (
@@ -56,7 +46,11 @@ func New(tb testing.TB) *Net {
 	if _, err := exec.LookPath("ip"); err != nil {
 		need.Missing(tb, "ip (iproute2) is missing")
 	}
-	n := &Net{tb: tb, id: fmt.Sprintf("hl%d", os.Getpid()%100000), prefix: netip.MustParsePrefix("10.77.0.0/24"), owned: true}
+	// The bridge is private to this run; the /24 differs per run anyway, so
+	// that two runs' addresses never look alike in logs or captures.
+	pid := os.Getpid()
+	prefix := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 77, byte(pid % 250), 0}), 24)
+	n := &Net{tb: tb, id: fmt.Sprintf("hl%d", pid%100000), prefix: prefix, owned: true}
 	n.hub = n.id + "-hub"
 	if err := n.ip("netns", "add", n.hub); err != nil {
 		need.Missingf(tb, "cannot make a network namespace: %v", err)
