@@ -123,6 +123,26 @@ type cluster struct {
 
 	mu      sync.Mutex
 	samples []sample // calls per worker over time
+
+	res results
+}
+
+// results is what a run measured, for its table.
+type results struct {
+	phones                                  tally // every sipp run's calls but the ones the kill cut
+	browsers, browsersLost, browserBookings int
+	moves, idleMoves                        int
+	gaps                                    []time.Duration // heard in moves mid-answer
+	drains                                  []string
+	killHeld, killPicked                    int // phones on the killed worker, picked up on redial
+	killBrowsers, killResumed               int
+	hungOut, hungBack                       time.Duration
+}
+
+type tally struct{ total, ok, failed int }
+
+func (t *tally) add(r sippResult) {
+	t.total, t.ok, t.failed = t.total+r.total, t.ok+r.ok, t.failed+r.failed
 }
 
 type worker struct {
@@ -184,15 +204,45 @@ func TestClusterInNamespaces(t *testing.T) {
 
 	stopSampling()
 	dups, distinct := duplicateBookings(t, c.bookings)
-	t.Logf("bookings: %d made, %d made twice", distinct, dups)
 	if dups != 0 {
 		t.Errorf("%d bookings were made twice", dups)
 	}
+	c.report(t, time.Since(began), distinct, dups)
 	c.reportSamples(t)
 }
 
+// report logs the run's results table.
+func (c *cluster) report(t *testing.T, took time.Duration, bookings, dups int) {
+	r := c.res
+	gaps := slices.Sorted(slices.Values(r.gaps))
+	var b strings.Builder
+	fmt.Fprintf(&b, "results (%v from the first call)\n", took.Round(time.Second))
+	row := func(k, format string, args ...any) { fmt.Fprintf(&b, "  %-34s %s\n", k, fmt.Sprintf(format, args...)) }
+	row("phone calls (sipp)", "%d placed, %d completed, %d failed", r.phones.total, r.phones.ok, r.phones.failed)
+	row("browser sessions (pion)", "%d, %d lost", r.browsers, r.browsersLost)
+	row("calls dropped", "%d", r.phones.failed+r.browsersLost)
+	row("bookings", "%d made (%d by browsers, %d by phones heard by pocketsphinx), %d made twice", bookings, r.browserBookings, bookings-r.browserBookings, dups)
+	row("browser moves (rolling restart)", "%d: %d mid-answer, %d while the agent was silent", r.moves, len(gaps), r.idleMoves)
+	row("move gap heard, mid-answer", "p50 %v, p95 %v, max %v", quantile(gaps, 0.5), quantile(gaps, 0.95), quantile(gaps, 1))
+	for _, d := range r.drains {
+		row("drain", "%s", d)
+	}
+	row("SIGKILL: phones on the worker", "%d, %d picked up on redial through Kamailio", r.killHeld, r.killPicked)
+	row("SIGKILL: browsers on the worker", "%d, %d resumed through HAProxy", r.killBrowsers, r.killResumed)
+	row("SIGSTOP: out of Kamailio's rotation", "after %v (probe every 1 s, probe timeout 2 s)", r.hungOut.Round(time.Millisecond))
+	row("SIGCONT: back in rotation", "after %v", r.hungBack.Round(time.Millisecond))
+	t.Log(b.String())
+	if bookings-r.browserBookings <= 0 {
+		t.Errorf("no phone call booked: the workers did not hear sipp's speech")
+	}
+}
+
 // rollingRestart drains and restarts each worker in turn under live
-// browser and phone calls.
+// browser and phone calls. Before each drain the browsers on that worker
+// ask what they booked, and the worker is signalled while the answer's
+// first sentence plays: the move waits for the sentence to end, and the
+// next worker speaks the rest, so the gap the caller hears is measured
+// where there is something to hear.
 func (c *cluster) rollingRestart(t *testing.T, sz size, pcap string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -204,23 +254,24 @@ func (c *cluster) rollingRestart(t *testing.T, sz size, pcap string) {
 	}()
 	sipp := c.startSipp(t, "phones", sz.sip, 4, sz.sipHold, pcap, nil)
 	time.Sleep(3 * time.Second) // the phone calls up and talking
-	var drains []time.Duration
+	asks := make([][]ask, len(clients))
 	for i, w := range c.workers {
+		on := c.askMidAnswer(ctx, t, clients, asks, i)
 		before := c.sessions(i)
 		took, code := c.drainAndRestart(t, i)
-		drains = append(drains, took)
-		t.Logf("%s drained %d calls in %v (exit %d) and is back", w.name, before, took.Round(time.Millisecond), code)
+		c.res.drains = append(c.res.drains, fmt.Sprintf("%s %v (%d calls, %d browsers mid-answer)", w.name, took.Round(time.Millisecond), before, on))
+		t.Logf("%s drained %d calls (%d browsers mid-answer) in %v (exit %d) and is back", w.name, before, on, took.Round(time.Millisecond), code)
 		if code != 0 {
 			t.Errorf("%s exited %d after its drain; want 0", w.name, code)
 		}
 	}
 	res := sipp.wait(t, 3*time.Minute)
+	c.res.phones.add(res)
 	t.Logf("phones: %d calls, %d completed, %d failed", res.total, res.ok, res.failed)
 	if res.failed != 0 || res.ok != sz.sip {
 		t.Errorf("%d of %d phone calls failed through the rolling restart\n%s", res.failed, sz.sip, res.out)
 	}
-	var gaps []time.Duration
-	lost, moved := 0, 0
+	lost := 0
 	for i, cl := range clients {
 		select {
 		case <-cl.HungUp():
@@ -229,17 +280,31 @@ func (c *cluster) rollingRestart(t *testing.T, sz size, pcap string) {
 			continue
 		default:
 		}
-		for _, m := range cl.Moves() {
-			t.Logf("browser %d moved: re-offer to connected %v, gap %v", i, m.Connected.Sub(m.At).Round(time.Millisecond), m.Gap.Round(time.Millisecond))
+		evs, levels := cl.Events(), cl.Levels()
+		for j, m := range cl.Moves() {
 			if m.Err != nil {
 				lost++
 				t.Errorf("browser %d's move failed: %v", i, m.Err)
 				continue
 			}
-			moved++
-			if m.Gap > 0 {
-				gaps = append(gaps, m.Gap)
+			c.res.moves++
+			// Mid-answer: the answer the browser last asked for ended
+			// (playout_done) after the move; the caller then waits m.Gap
+			// for the rest of it. Otherwise the agent had nothing more to
+			// say and there is no gap to hear.
+			if !answerOpenAt(evs, asks[i], m.At) {
+				c.res.idleMoves++
+				t.Logf("browser %d move %d: re-offer to connected %v, the agent had finished speaking (no gap to hear)", i, j+1, m.Connected.Sub(m.At).Round(time.Millisecond))
+				continue
 			}
+			last := lastLevelBefore(levels, j, m.At)
+			t.Logf("browser %d move %d: mid-answer (sentence ended %v before the move message); re-offer to connected %v, gap heard %v",
+				i, j+1, m.At.Sub(last).Round(time.Millisecond), m.Connected.Sub(m.At).Round(time.Millisecond), m.Gap.Round(time.Millisecond))
+			if m.Gap <= 0 {
+				t.Errorf("browser %d heard nothing of the agent after moving mid-answer", i)
+				continue
+			}
+			c.res.gaps = append(c.res.gaps, m.Gap)
 		}
 		// Still in the conversation, on whichever worker it is now.
 		seq := lastSeq(cl)
@@ -251,19 +316,94 @@ func (c *cluster) rollingRestart(t *testing.T, sz size, pcap string) {
 			lost++
 			t.Errorf("browser %d got no answer after the restarts: %v", i, err)
 		}
-		if k := countBooked(cl.Events()); k != 1 {
+		k := countBooked(cl.Events())
+		c.res.browserBookings += k
+		if k != 1 {
 			t.Errorf("browser %d: %d bookings; want 1", i, k)
 		}
 	}
-	slices.Sort(gaps)
-	t.Logf("browsers: %d sessions, %d moves, %d lost; move gap the caller heard p50 %v, p95 %v, max %v; drains %v",
-		len(clients), moved, lost, quantile(gaps, 0.5), quantile(gaps, 0.95), quantile(gaps, 1), drains)
+	c.res.browsers += len(clients)
+	c.res.browsersLost += lost
+	gaps := slices.Sorted(slices.Values(c.res.gaps))
+	t.Logf("browsers: %d sessions, %d moves (%d mid-answer, %d while the agent was silent), %d lost; move gap heard p50 %v, p95 %v, max %v",
+		len(clients), c.res.moves, len(gaps), c.res.idleMoves, lost, quantile(gaps, 0.5), quantile(gaps, 0.95), quantile(gaps, 1))
 	if lost != 0 {
 		t.Errorf("%d browser sessions lost", lost)
+	}
+	if len(gaps) == 0 {
+		t.Errorf("no browser moved mid-answer: no gap measured")
 	}
 	if q := quantile(gaps, 0.95); q > time.Second {
 		t.Errorf("move gap p95 %v; want at most a second", q)
 	}
+}
+
+// ask is a question a browser asked before a drain.
+type ask struct {
+	seq uint64 // the last event seen before it
+	at  time.Time
+}
+
+// askMidAnswer has every browser on worker i ask what it booked (a
+// two-sentence answer, no tool call) and waits until each answer has
+// started playing; it returns how many asked.
+func (c *cluster) askMidAnswer(ctx context.Context, t *testing.T, clients []*rtctest.Client, asks [][]ask, i int) int {
+	held := c.list(i)
+	var asked []int
+	for j, cl := range clients {
+		loc, _ := cl.Session()
+		if !slices.ContainsFunc(held, func(s listed) bool { return strings.HasSuffix(loc, "/"+s.ID) }) {
+			continue
+		}
+		a := ask{seq: lastSeq(cl), at: time.Now()}
+		if err := cl.SendText("What is my booking?"); err != nil {
+			t.Errorf("browser %d: %v", j, err)
+			continue
+		}
+		asks[j] = append(asks[j], a)
+		asked = append(asked, j)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for _, j := range asked {
+		seq := asks[j][len(asks[j])-1].seq
+		if _, err := clients[j].WaitEvent(wctx, func(e events.Event) bool { return e.Kind == events.PlayoutStarted && e.Seq > seq }); err != nil {
+			t.Errorf("browser %d: its answer did not start: %v", j, err)
+		}
+	}
+	return len(asked)
+}
+
+// answerOpenAt reports whether the answer to the last of asks made
+// before at was still playing at at.
+func answerOpenAt(evs []events.Event, asks []ask, at time.Time) bool {
+	var a *ask
+	for k := range asks {
+		if asks[k].at.Before(at) {
+			a = &asks[k]
+		}
+	}
+	if a == nil {
+		return false
+	}
+	for _, e := range evs {
+		if e.Kind == events.PlayoutDone && e.Seq > a.seq {
+			return e.Time.After(at)
+		}
+	}
+	return true // never finished: still open (and the gap check tells)
+}
+
+// lastLevelBefore is when the last agent packet on connection conn
+// arrived before at.
+func lastLevelBefore(levels []rtctest.Level, conn int, at time.Time) time.Time {
+	var last time.Time
+	for _, lv := range levels {
+		if lv.Conn == conn && !lv.At.After(at) {
+			last = lv.At
+		}
+	}
+	return last
 }
 
 // killOne kills the worker holding the most calls with SIGKILL: its
@@ -331,6 +471,9 @@ func (c *cluster) killOne(t *testing.T, sz size, pcap string) {
 			t.Errorf("browser %d: the booking was made again on resume", i)
 		}
 	}
+	c.res.killBrowsers, c.res.killResumed = onVictim, resumed
+	c.res.browsers += len(clients)
+	c.res.browsersLost += onVictim - resumed
 	if resumed != onVictim {
 		t.Errorf("%d of the %d browsers on the killed worker resumed", resumed, onVictim)
 	}
@@ -338,7 +481,9 @@ func (c *cluster) killOne(t *testing.T, sz size, pcap string) {
 	first.stop()
 	again := c.startSipp(t, "redial", len(users), 4, 8*time.Second, "", users)
 	res := again.wait(t, 2*time.Minute)
+	c.res.phones.add(res)
 	picked := countLog(c, "call picks up its conversation") - picked0
+	c.res.killHeld, c.res.killPicked = heldPhones, picked
 	c.restart(t, victim)
 	t.Logf("after the kill: %d of %d browsers resumed on other workers; %d phones dialled again, %d answered, %d of the %d cut off picked up their conversation; %v from the kill",
 		resumed, onVictim, len(users), res.ok, picked, heldPhones, time.Since(killed).Round(time.Millisecond))
@@ -358,20 +503,24 @@ func (c *cluster) hangOne(t *testing.T) {
 	stopped := time.Now()
 	out := c.waitDispatcher(2, 15*time.Second)
 	took := time.Since(stopped)
+	c.res.hungOut = took
 	t.Logf("%s hung with SIGSTOP: out of Kamailio's rotation after %v", w.name, took.Round(time.Millisecond))
 	if !strings.Contains(out, "URI: sip:"+w.node.Addr.String()) {
 		t.Errorf("the dispatcher list does not name %s:\n%s", w.name, out)
 	}
 	// New calls go to the others, through both front doors.
 	res := c.startSipp(t, "hung", 4, 4, 3*time.Second, "", nil).wait(t, time.Minute)
+	c.res.phones.add(res)
 	if res.failed != 0 {
 		t.Errorf("%d calls failed while %s hung\n%s", res.failed, w.name, res.out)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	c.res.browsers += 3
 	for i := range 3 {
 		cl, err := rtctest.Dial(ctx, c.front, rtctest.Options{Token: apiToken, Interfaces: []string{"eth0"}})
 		if err != nil {
+			c.res.browsersLost++
 			t.Errorf("browser %d while %s hung: %v", i, w.name, err)
 			continue
 		}
@@ -380,6 +529,7 @@ func (c *cluster) hangOne(t *testing.T) {
 	_ = w.proc.Signal(syscall.SIGCONT)
 	back := time.Now()
 	c.waitDispatcher(3, 15*time.Second)
+	c.res.hungBack = time.Since(back)
 	t.Logf("%s woken with SIGCONT: back in rotation after %v", w.name, time.Since(back).Round(time.Millisecond))
 }
 
