@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -749,7 +750,11 @@ func (c *cluster) reportSamples(t *testing.T) {
 func (c *cluster) dialBrowsers(ctx context.Context, t *testing.T, n int) []*rtctest.Client {
 	var out []*rtctest.Client
 	for i := range n {
-		cl, err := rtctest.Dial(ctx, c.front, rtctest.Options{Token: apiToken, Interfaces: []string{"eth0"}})
+		// A cookie jar, as a browser has: HAProxy's affinity cookie names
+		// the worker, and a re-offer after a move still carries the old
+		// one, which the front door must not follow to a draining worker.
+		jar, _ := cookiejar.New(nil)
+		cl, err := rtctest.Dial(ctx, c.front, rtctest.Options{Token: apiToken, Interfaces: []string{"eth0"}, HTTPClient: &http.Client{Jar: jar}})
 		if err != nil {
 			t.Fatalf("browser %d: %v", i, err)
 		}
