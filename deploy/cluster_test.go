@@ -133,7 +133,8 @@ type results struct {
 	phones                                  tally // every sipp run's calls but the ones the kill cut
 	browsers, browsersLost, browserBookings int
 	moves, idleMoves                        int
-	gaps                                    []time.Duration // heard in moves mid-answer
+	gaps                                    []time.Duration // heard, in moves right after the agent spoke
+	reoffers                                []time.Duration // every move: the move message to the new connection up
 	drains                                  []string
 	killHeld, killPicked                    int // phones on the killed worker, picked up on redial
 	killBrowsers, killResumed               int
@@ -223,8 +224,11 @@ func (c *cluster) report(t *testing.T, took time.Duration, bookings, dups int) {
 	row("browser sessions (pion)", "%d, %d lost", r.browsers, r.browsersLost)
 	row("calls dropped", "%d", r.phones.failed+r.browsersLost)
 	row("bookings", "%d made (%d by browsers, %d by phones heard by pocketsphinx), %d made twice", bookings, r.browserBookings, bookings-r.browserBookings, dups)
-	row("browser moves (rolling restart)", "%d: %d mid-answer, %d while the agent was silent", r.moves, len(gaps), r.idleMoves)
-	row("move gap heard, mid-answer", "p50 %v, p95 %v, max %v", quantile(gaps, 0.5), quantile(gaps, 0.95), quantile(gaps, 1))
+	reoffers := slices.Sorted(slices.Values(r.reoffers))
+	row("browser moves (rolling restart)", "%d: %d right after the agent spoke, %d after a silence", r.moves, len(gaps), r.idleMoves)
+	row("move gap heard (last packet to first)", "p50 %v, p95 %v, max %v", quantile(gaps, 0.5), quantile(gaps, 0.95), quantile(gaps, 1))
+	row("move message to new connection up", "p50 %v, p95 %v, max %v (all moves)", quantile(reoffers, 0.5), quantile(reoffers, 0.95), quantile(reoffers, 1))
+	row("offers HAProxy sent to another worker", "%d (a draining worker's 503, or one gone)", redispatched(c.dir))
 	for _, d := range r.drains {
 		row("drain", "%s", d)
 	}
@@ -240,10 +244,9 @@ func (c *cluster) report(t *testing.T, took time.Duration, bookings, dups int) {
 
 // rollingRestart drains and restarts each worker in turn under live
 // browser and phone calls. Before each drain the browsers on that worker
-// ask what they booked, and the worker is signalled while the answer's
-// first sentence plays: the move waits for the sentence to end, and the
-// next worker speaks the rest, so the gap the caller hears is measured
-// where there is something to hear.
+// ask a question, so that each moves (at the clean point after the
+// answer) right after the agent spoke: the gap the caller hears is
+// measured where there was something to hear before it.
 func (c *cluster) rollingRestart(t *testing.T, sz size, pcap string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -255,13 +258,12 @@ func (c *cluster) rollingRestart(t *testing.T, sz size, pcap string) {
 	}()
 	sipp := c.startSipp(t, "phones", sz.sip, 4, sz.sipHold, pcap, nil)
 	time.Sleep(3 * time.Second) // the phone calls up and talking
-	asks := make([][]ask, len(clients))
 	for i, w := range c.workers {
-		on := c.askMidAnswer(ctx, t, clients, asks, i)
+		on := c.askBeforeDrain(ctx, t, clients, i)
 		before := c.sessions(i)
 		took, code := c.drainAndRestart(t, i)
-		c.res.drains = append(c.res.drains, fmt.Sprintf("%s %v (%d calls, %d browsers mid-answer)", w.name, took.Round(time.Millisecond), before, on))
-		t.Logf("%s drained %d calls (%d browsers mid-answer) in %v (exit %d) and is back", w.name, before, on, took.Round(time.Millisecond), code)
+		c.res.drains = append(c.res.drains, fmt.Sprintf("%s %v (%d calls: %d browsers, each just asked a question)", w.name, took.Round(time.Millisecond), before, on))
+		t.Logf("%s drained %d calls (%d browsers, each just asked a question) in %v (exit %d) and is back", w.name, before, on, took.Round(time.Millisecond), code)
 		if code != 0 {
 			t.Errorf("%s exited %d after its drain; want 0", w.name, code)
 		}
@@ -281,7 +283,7 @@ func (c *cluster) rollingRestart(t *testing.T, sz size, pcap string) {
 			continue
 		default:
 		}
-		evs, levels := cl.Events(), cl.Levels()
+		levels := cl.Levels()
 		for j, m := range cl.Moves() {
 			if m.Err != nil {
 				lost++
@@ -289,20 +291,24 @@ func (c *cluster) rollingRestart(t *testing.T, sz size, pcap string) {
 				continue
 			}
 			c.res.moves++
-			// Mid-answer: the answer the browser last asked for ended
-			// (playout_done) after the move; the caller then waits m.Gap
-			// for the rest of it. Otherwise the agent had nothing more to
-			// say and there is no gap to hear.
-			if !answerOpenAt(evs, asks[i], m.At) {
+			c.res.reoffers = append(c.res.reoffers, m.Connected.Sub(m.At))
+			// The gap heard: from the agent's last packet on the old
+			// connection to its first on the new. A worker moves a call
+			// only at a clean point (the agent's turn over), so it is
+			// counted where the agent spoke right before the move (each
+			// browser asks a question before its worker drains); after a
+			// long silence it would measure the silence.
+			last := lastLevelBefore(levels, j, m.At)
+			if last.IsZero() || m.At.Sub(last) > time.Second {
 				c.res.idleMoves++
-				t.Logf("browser %d move %d: re-offer to connected %v, the agent had finished speaking (no gap to hear)", i, j+1, m.Connected.Sub(m.At).Round(time.Millisecond))
+				t.Logf("browser %d move %d: re-offer to connected %v; the agent had been silent %v before it (gap not counted)",
+					i, j+1, m.Connected.Sub(m.At).Round(time.Millisecond), m.At.Sub(last).Round(time.Millisecond))
 				continue
 			}
-			last := lastLevelBefore(levels, j, m.At)
-			t.Logf("browser %d move %d: mid-answer (sentence ended %v before the move message); re-offer to connected %v, gap heard %v",
+			t.Logf("browser %d move %d: %v after the agent's last packet; re-offer to connected %v; gap heard %v",
 				i, j+1, m.At.Sub(last).Round(time.Millisecond), m.Connected.Sub(m.At).Round(time.Millisecond), m.Gap.Round(time.Millisecond))
 			if m.Gap <= 0 {
-				t.Errorf("browser %d heard nothing of the agent after moving mid-answer", i)
+				t.Errorf("browser %d heard nothing of the agent after its move", i)
 				continue
 			}
 			c.res.gaps = append(c.res.gaps, m.Gap)
@@ -326,73 +332,60 @@ func (c *cluster) rollingRestart(t *testing.T, sz size, pcap string) {
 	c.res.browsers += len(clients)
 	c.res.browsersLost += lost
 	gaps := slices.Sorted(slices.Values(c.res.gaps))
-	t.Logf("browsers: %d sessions, %d moves (%d mid-answer, %d while the agent was silent), %d lost; move gap heard p50 %v, p95 %v, max %v",
+	t.Logf("browsers: %d sessions, %d moves (%d right after the agent spoke, %d after a silence), %d lost; move gap heard p50 %v, p95 %v, max %v",
 		len(clients), c.res.moves, len(gaps), c.res.idleMoves, lost, quantile(gaps, 0.5), quantile(gaps, 0.95), quantile(gaps, 1))
 	if lost != 0 {
 		t.Errorf("%d browser sessions lost", lost)
 	}
 	if len(gaps) == 0 {
-		t.Errorf("no browser moved mid-answer: no gap measured")
+		t.Errorf("no browser moved right after the agent spoke: no gap measured")
 	}
 	if q := quantile(gaps, 0.95); q > time.Second {
 		t.Errorf("move gap p95 %v; want at most a second", q)
 	}
 }
 
-// ask is a question a browser asked before a drain.
-type ask struct {
-	seq uint64 // the last event seen before it
-	at  time.Time
-}
-
-// askMidAnswer has every browser on worker i ask what it booked (a
+// askBeforeDrain has every browser on worker i ask what it booked (a
 // two-sentence answer, no tool call) and waits until each answer has
-// started playing; it returns how many asked.
-func (c *cluster) askMidAnswer(ctx context.Context, t *testing.T, clients []*rtctest.Client, asks [][]ask, i int) int {
+// started playing, so that each moves right after the agent spoke; it
+// returns how many asked.
+func (c *cluster) askBeforeDrain(ctx context.Context, t *testing.T, clients []*rtctest.Client, i int) int {
 	held := c.list(i)
-	var asked []int
+	seqs := map[int]uint64{}
 	for j, cl := range clients {
 		loc, _ := cl.Session()
 		if !slices.ContainsFunc(held, func(s listed) bool { return strings.HasSuffix(loc, "/"+s.ID) }) {
 			continue
 		}
-		a := ask{seq: lastSeq(cl), at: time.Now()}
+		seqs[j] = lastSeq(cl)
 		if err := cl.SendText("What is my booking?"); err != nil {
 			t.Errorf("browser %d: %v", j, err)
-			continue
 		}
-		asks[j] = append(asks[j], a)
-		asked = append(asked, j)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	for _, j := range asked {
-		seq := asks[j][len(asks[j])-1].seq
+	for j, seq := range seqs {
 		if _, err := clients[j].WaitEvent(wctx, func(e events.Event) bool { return e.Kind == events.PlayoutStarted && e.Seq > seq }); err != nil {
 			t.Errorf("browser %d: its answer did not start: %v", j, err)
 		}
 	}
-	return len(asked)
+	return len(seqs)
 }
 
-// answerOpenAt reports whether the answer to the last of asks made
-// before at was still playing at at.
-func answerOpenAt(evs []events.Event, asks []ask, at time.Time) bool {
-	var a *ask
-	for k := range asks {
-		if asks[k].at.Before(at) {
-			a = &asks[k]
+// redispatched counts the requests HAProxy's log shows it sent again to
+// another server (its retries field, "+N").
+func redispatched(dir string) int {
+	b, _ := os.ReadFile(filepath.Join(dir, "haproxy.log"))
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		for _, f := range strings.Fields(line) {
+			if strings.Count(f, "/") == 4 && strings.Contains(f, "/+") {
+				n++
+				break
+			}
 		}
 	}
-	if a == nil {
-		return false
-	}
-	for _, e := range evs {
-		if e.Kind == events.PlayoutDone && e.Seq > a.seq {
-			return e.Time.After(at)
-		}
-	}
-	return true // never finished: still open (and the gap check tells)
+	return n
 }
 
 // lastLevelBefore is when the last agent packet on connection conn
