@@ -35,13 +35,15 @@ type Net struct {
 	mu    sync.Mutex
 	nodes []*Node
 	procs []*Proc
+	owned bool // New made the namespaces: teardown deletes them
 }
 
 // Node is a namespace on the bridge with its own address.
 type Node struct {
-	Name string     // the namespace's name (ip netns)
-	Addr netip.Addr // its address on the bridge
-	net  *Net
+	Name  string     // the namespace's name (ip netns)
+	Addr  netip.Addr // its address on the bridge
+	net   *Net
+	short string // the name Add was given
 }
 
 // New makes the bridge's namespace, torn down with everything on it when
@@ -54,7 +56,7 @@ func New(tb testing.TB) *Net {
 	if _, err := exec.LookPath("ip"); err != nil {
 		need.Missing(tb, "ip (iproute2) is missing")
 	}
-	n := &Net{tb: tb, id: fmt.Sprintf("hl%d", os.Getpid()%100000), prefix: netip.MustParsePrefix("10.77.0.0/24")}
+	n := &Net{tb: tb, id: fmt.Sprintf("hl%d", os.Getpid()%100000), prefix: netip.MustParsePrefix("10.77.0.0/24"), owned: true}
 	n.hub = n.id + "-hub"
 	if err := n.ip("netns", "add", n.hub); err != nil {
 		need.Missingf(tb, "cannot make a network namespace: %v", err)
@@ -80,7 +82,7 @@ func (n *Net) Add(name string) *Node {
 	n.mu.Unlock()
 	a := n.prefix.Addr().As4()
 	a[3] = byte(i)
-	nd := &Node{Name: n.id + "-" + name, Addr: netip.AddrFrom4(a), net: n}
+	nd := &Node{Name: n.id + "-" + name, Addr: netip.AddrFrom4(a), net: n, short: name}
 	hubEnd := fmt.Sprintf("v%s%d", n.id, i)
 	if len(hubEnd) > 15 {
 		hubEnd = hubEnd[len(hubEnd)-15:]
@@ -164,6 +166,58 @@ func (p *Proc) Signal(sig syscall.Signal) error {
 	return syscall.Kill(-p.Cmd.Process.Pid, sig)
 }
 
+// EnvVar carries a Net's namespaces to a child process (Env, FromEnv).
+const EnvVar = "HOLDLINE_NETNS"
+
+// Env is the EnvVar=... entry that gives a process started in one of the
+// namespaces (a test binary run again there) the others: FromEnv.
+func (n *Net) Env() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	parts := make([]string, 0, len(n.nodes))
+	for _, nd := range n.nodes {
+		parts = append(parts, strings.TrimPrefix(nd.Name, n.id+"-")+"="+nd.Name+"="+nd.Addr.String())
+	}
+	return EnvVar + "=" + strings.Join(parts, ",")
+}
+
+// FromEnv returns the Net a parent passed with Env, for a test running in
+// one of its namespaces, or nil when there is none. Processes it starts
+// are killed when tb ends; the namespaces are the parent's to delete.
+func FromEnv(tb testing.TB) *Net {
+	v := os.Getenv(EnvVar)
+	if v == "" {
+		return nil
+	}
+	n := &Net{tb: tb}
+	for _, part := range strings.Split(v, ",") {
+		f := strings.Split(part, "=")
+		if len(f) != 3 {
+			tb.Fatalf("%s: bad entry %q", EnvVar, part)
+		}
+		addr, err := netip.ParseAddr(f[2])
+		if err != nil {
+			tb.Fatalf("%s: %v", EnvVar, err)
+		}
+		n.nodes = append(n.nodes, &Node{Name: f[1], Addr: addr, net: n, short: f[0]})
+	}
+	tb.Cleanup(n.teardown)
+	return n
+}
+
+// Node returns the node Add named name.
+func (n *Net) Node(name string) *Node {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, nd := range n.nodes {
+		if nd.short == name {
+			return nd
+		}
+	}
+	n.tb.Fatalf("no namespace %q", name)
+	return nil
+}
+
 func (n *Net) ip(args ...string) error {
 	var out bytes.Buffer
 	cmd := exec.Command("ip", args...)
@@ -189,6 +243,19 @@ func (n *Net) teardown() {
 		case <-p.done:
 		case <-time.After(5 * time.Second):
 			n.tb.Logf("%s did not end after SIGKILL", p.Cmd.Path)
+		}
+	}
+	if !n.owned {
+		return
+	}
+	// Whatever a child started in the namespaces goes too.
+	for _, nd := range nodes {
+		out, _ := exec.Command("ip", "netns", "pids", nd.Name).Output()
+		for _, f := range strings.Fields(string(out)) {
+			var pid int
+			if _, err := fmt.Sscan(f, &pid); err == nil && pid > 1 {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
 		}
 	}
 	for _, nd := range nodes {

@@ -51,15 +51,22 @@ type Options struct {
 	// HTTPClient posts the offers (default http.DefaultClient): one with
 	// a cookie jar keeps a front door's affinity.
 	HTTPClient *http.Client
+	// Interfaces are the network interfaces the client offers candidates
+	// on (default: loopback only, for a server on this machine); a client
+	// in a network namespace of its own names its interface there.
+	Interfaces []string
 }
 
 // Move is one move a draining server asked of the client.
 type Move struct {
 	At        time.Time // the move message arrived
 	Connected time.Time // the new connection was up (zero if it never was)
-	// Gap is how long the caller heard nothing of the agent: from the
-	// last packet on the old connection to the first on the new one (0
-	// until both are known).
+	// Gap is how long the caller was on no worker: from the old
+	// connection's last audio (or the move message, if later: the old
+	// worker stops the session before it sends it) to the new connection
+	// up, media and data channel. Nothing the caller said in it was heard,
+	// and nothing the agent would have said could be. (Packets alone
+	// cannot tell it: a worker sends none while its agent is silent.)
 	Gap time.Duration
 	Err error // why the move failed, if it did
 }
@@ -128,7 +135,10 @@ type ErrStatus struct {
 // Error says the status and the reason.
 func (e *ErrStatus) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Status, e.Reason) }
 
-var api = func() *pion.API {
+var api = newAPI([]string{"lo"})
+
+// newAPI is a pion API whose candidates are on interfaces only, IPv4 UDP.
+func newAPI(interfaces []string) *pion.API {
 	m := &pion.MediaEngine{}
 	if err := m.RegisterCodec(pion.RTPCodecParameters{
 		RTPCodecCapability: pion.RTPCodecCapability{MimeType: pion.MimeTypeOpus, ClockRate: rate, Channels: 2, SDPFmtpLine: "minptime=10;useinbandfec=1"},
@@ -141,11 +151,11 @@ var api = func() *pion.API {
 		panic(err)
 	}
 	var se pion.SettingEngine
-	se.SetIncludeLoopbackCandidate(true)
 	se.SetNetworkTypes([]pion.NetworkType{pion.NetworkTypeUDP4})
-	se.SetInterfaceFilter(func(name string) bool { return name == "lo" })
+	se.SetIncludeLoopbackCandidate(slices.Contains(interfaces, "lo"))
+	se.SetInterfaceFilter(func(name string) bool { return slices.Contains(interfaces, name) })
 	return pion.NewAPI(pion.WithMediaEngine(m), pion.WithInterceptorRegistry(ir), pion.WithSettingEngine(se))
-}()
+}
 
 // Dial connects to the server at base (http://host:port) and waits until
 // media and the data channel are up, or ctx ends: it posts an offer to
@@ -185,7 +195,11 @@ func Dial(ctx context.Context, base string, o Options) (*Client, error) {
 // connect makes connection n: an offer posted with resumeToken, the
 // answer applied, media and the data channel up.
 func (c *Client) connect(ctx context.Context, n int, resumeToken string, after uint64) (*conn, error) {
-	pc, err := api.NewPeerConnection(pion.Configuration{})
+	a := api
+	if len(c.opts.Interfaces) > 0 {
+		a = newAPI(c.opts.Interfaces)
+	}
+	pc, err := a.NewPeerConnection(pion.Configuration{})
 	if err != nil {
 		return nil, err
 	}
@@ -397,18 +411,13 @@ func (c *Client) Moves() []Move {
 		if moves[i].Connected.IsZero() {
 			continue
 		}
-		var last, first time.Time
+		from := moves[i].At
 		for _, lv := range levels {
-			switch {
-			case lv.Conn == i:
-				last = lv.At
-			case lv.Conn == i+1 && first.IsZero():
-				first = lv.At
+			if lv.Conn == i && lv.At.After(from) {
+				from = lv.At
 			}
 		}
-		if !last.IsZero() && !first.IsZero() {
-			moves[i].Gap = first.Sub(last)
-		}
+		moves[i].Gap = moves[i].Connected.Sub(from)
 	}
 	return moves
 }
@@ -613,3 +622,4 @@ func (c *Client) Delete(ctx context.Context, base, token string) error {
 	}
 	return nil
 }
+
