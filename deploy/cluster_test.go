@@ -34,8 +34,8 @@ const (
 	snapshotKey = "a snapshot key for the cluster test"
 	// redisPassword is the test's: the shipped redis.conf asks for one.
 	redisPassword = "cluster-redis-password"
-	httpPort    = 8080
-	sipPort     = 5060
+	httpPort      = 8080
+	sipPort       = 5060
 )
 
 // size is how many calls a run places: the short version under make
@@ -932,4 +932,3 @@ func quantile(d []time.Duration, q float64) time.Duration {
 	}
 	return d[min(len(d)-1, int(q*float64(len(d))))].Round(time.Millisecond)
 }
-

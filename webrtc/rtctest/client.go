@@ -622,4 +622,3 @@ func (c *Client) Delete(ctx context.Context, base, token string) error {
 	}
 	return nil
 }
-
