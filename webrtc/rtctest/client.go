@@ -61,9 +61,12 @@ type Options struct {
 type Move struct {
 	At        time.Time // the move message arrived
 	Connected time.Time // the new connection was up (zero if it never was)
-	// Gap is how long the caller heard nothing of the agent: from the
-	// last packet on the old connection to the first on the new one (0
-	// until both are known).
+	// Gap is how long the caller was on no worker: from the old
+	// connection's last audio (or the move message, if later: the old
+	// worker stops the session before it sends it) to the new connection
+	// up, media and data channel. Nothing the caller said in it was heard,
+	// and nothing the agent would have said could be. (Packets alone
+	// cannot tell it: a worker sends none while its agent is silent.)
 	Gap time.Duration
 	Err error // why the move failed, if it did
 }
@@ -408,18 +411,13 @@ func (c *Client) Moves() []Move {
 		if moves[i].Connected.IsZero() {
 			continue
 		}
-		var last, first time.Time
+		from := moves[i].At
 		for _, lv := range levels {
-			switch {
-			case lv.Conn == i:
-				last = lv.At
-			case lv.Conn == i+1 && first.IsZero():
-				first = lv.At
+			if lv.Conn == i && lv.At.After(from) {
+				from = lv.At
 			}
 		}
-		if !last.IsZero() && !first.IsZero() {
-			moves[i].Gap = first.Sub(last)
-		}
+		moves[i].Gap = moves[i].Connected.Sub(from)
 	}
 	return moves
 }
