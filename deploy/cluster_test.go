@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -137,6 +138,7 @@ type results struct {
 	drains                                  []string
 	killHeld, killPicked                    int // phones on the killed worker, picked up on redial
 	killBrowsers, killResumed               int
+	staleOffers, staleFailed                int // offers with a just-signalled worker's cookie
 	hungOut, hungBack                       time.Duration
 }
 
@@ -225,7 +227,7 @@ func (c *cluster) report(t *testing.T, took time.Duration, bookings, dups int) {
 	row("bookings", "%d made (%d by browsers, %d by phones heard by pocketsphinx), %d made twice", bookings, r.browserBookings, bookings-r.browserBookings, dups)
 	row("browser moves (rolling restart)", "%d", r.moves)
 	row("move gap (time on no worker)", "p50 %v, p95 %v, max %v", quantile(gaps, 0.5), quantile(gaps, 0.95), quantile(gaps, 1))
-	row("offers HAProxy sent to another worker", "%d (a draining worker's 503, or one gone)", redispatched(c.dir))
+	row("offers with a drained worker's cookie", "%d, %d failed; HAProxy redispatched %d requests in all (its log's +N)", r.staleOffers, r.staleFailed, redispatched(c.dir))
 	for _, d := range r.drains {
 		row("drain", "%s", d)
 	}
@@ -259,7 +261,7 @@ func (c *cluster) rollingRestart(t *testing.T, sz size, pcap string) {
 	for i, w := range c.workers {
 		on := c.askBeforeDrain(ctx, t, clients, i)
 		before := c.sessions(i)
-		took, code := c.drainAndRestart(t, i)
+		took, code := c.drainAndRestart(t, i, func() { c.offerWithStaleCookie(ctx, t, i) })
 		c.res.drains = append(c.res.drains, fmt.Sprintf("%s %v (%d calls: %d browsers, each just asked a question)", w.name, took.Round(time.Millisecond), before, on))
 		t.Logf("%s drained %d calls (%d browsers, each just asked a question) in %v (exit %d) and is back", w.name, before, on, took.Round(time.Millisecond), code)
 		if code != 0 {
@@ -333,6 +335,32 @@ func (c *cluster) rollingRestart(t *testing.T, sz size, pcap string) {
 	if q := quantile(gaps, 0.95); q > time.Second {
 		t.Errorf("move gap p95 %v; want at most a second", q)
 	}
+}
+
+// offerWithStaleCookie posts a new offer through HAProxy right after
+// worker i was signalled, carrying the affinity cookie that names it (as
+// a browser that was there before): HAProxy still has the worker in
+// rotation until its check fails twice, gets its 503, and must send the
+// offer to another worker.
+func (c *cluster) offerWithStaleCookie(ctx context.Context, t *testing.T, i int) {
+	jar, _ := cookiejar.New(nil)
+	u, _ := url.Parse(c.front)
+	jar.SetCookies(u, []*http.Cookie{{Name: "holdline_worker", Value: c.workers[i].name}})
+	dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	sent := time.Now()
+	cl, err := rtctest.Dial(dctx, c.front, rtctest.Options{Token: apiToken, Interfaces: []string{"eth0"}, HTTPClient: &http.Client{Jar: jar}})
+	c.res.staleOffers++
+	if err != nil {
+		c.res.staleFailed++
+		t.Errorf("an offer with %s's cookie, just after its SIGTERM: %v", c.workers[i].name, err)
+		return
+	}
+	t.Logf("an offer with %s's cookie, sent just after its SIGTERM: connected in %v", c.workers[i].name, time.Since(sent).Round(time.Millisecond))
+	if err := cl.Delete(dctx, c.front, apiToken); err != nil {
+		t.Errorf("ending the offer's session: %v", err)
+	}
+	cl.Close()
 }
 
 // askBeforeDrain has every browser on worker i ask what it booked (a
@@ -610,10 +638,13 @@ func (c *cluster) restart(t *testing.T, i int) {
 
 // drainAndRestart sends worker i SIGTERM, waits for it to exit, and
 // starts it again; it returns how long the drain took and the exit code.
-func (c *cluster) drainAndRestart(t *testing.T, i int) (time.Duration, int) {
+func (c *cluster) drainAndRestart(t *testing.T, i int, signalled func()) (time.Duration, int) {
 	w := c.workers[i]
 	start := time.Now()
 	_ = w.proc.Signal(syscall.SIGTERM)
+	if signalled != nil {
+		signalled()
+	}
 	select {
 	case <-w.proc.Done():
 	case <-time.After(3 * time.Minute):
