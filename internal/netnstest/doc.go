@@ -6,8 +6,9 @@
 // bridge. Everything is torn down when the test ends, and the processes
 // started in the namespaces are killed by process group.
 //
-// It needs root (CAP_NET_ADMIN): without it, or where namespaces cannot be
-// made, the test is skipped (failed under make test).
+// It needs root (CAP_NET_ADMIN): without it the test is skipped; as root,
+// where namespaces cannot be made, it is skipped too, but fails under make
+// test (HOLDLINE_REQUIRE_MODELS=1).
 //
 // The processes a test starts run through `ip netns exec`: Node.Command
 // makes the command, Node.Start starts it and ties it to the test. A test
