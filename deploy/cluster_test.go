@@ -220,7 +220,7 @@ func (c *cluster) report(t *testing.T, took time.Duration, bookings, dups int) {
 	gaps := slices.Sorted(slices.Values(r.gaps))
 	var b strings.Builder
 	fmt.Fprintf(&b, "results (%v from the first call)\n", took.Round(time.Second))
-	row := func(k, format string, args ...any) { fmt.Fprintf(&b, "  %-34s %s\n", k, fmt.Sprintf(format, args...)) }
+	row := func(k, format string, args ...any) { fmt.Fprintf(&b, "  %-40s %s\n", k, fmt.Sprintf(format, args...)) }
 	row("phone calls (sipp)", "%d placed, %d completed, %d failed", r.phones.total, r.phones.ok, r.phones.failed)
 	row("browser sessions (pion)", "%d, %d lost", r.browsers, r.browsersLost)
 	row("calls dropped", "%d", r.phones.failed+r.browsersLost)
@@ -424,6 +424,9 @@ func (c *cluster) killOne(t *testing.T, sz size, pcap string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	clients := c.dialBrowsers(ctx, t, 3)
+	for _, cl := range clients {
+		c.res.browserBookings += countBooked(cl.Events())
+	}
 	defer func() {
 		for _, cl := range clients {
 			cl.Close()
