@@ -43,7 +43,7 @@ const (
 // test, the full one with HOLDLINE_CLUSTER=full.
 type size struct {
 	webrtc, sip, killCalls int
-	baresips               int // phones that take REFER: moved, not waited for
+	baresips               int           // phones that take REFER: moved, not waited for
 	sipHold                time.Duration // how long a phone call stays after its request
 }
 
