@@ -25,6 +25,7 @@ import (
 	"github.com/zaf/g711"
 
 	"github.com/holdline/holdline/events"
+	"github.com/holdline/holdline/internal/baresiptest"
 	"github.com/holdline/holdline/internal/need"
 	"github.com/holdline/holdline/internal/netnstest"
 	"github.com/holdline/holdline/webrtc/rtctest"
@@ -44,14 +45,15 @@ const (
 // test, the full one with HOLDLINE_CLUSTER=full.
 type size struct {
 	webrtc, sip, killCalls int
+	baresips               int           // phones that take REFER: moved, not waited for
 	sipHold                time.Duration // how long a phone call stays after its request
 }
 
 func clusterSize() size {
 	if os.Getenv("HOLDLINE_CLUSTER") == "full" {
-		return size{webrtc: 20, sip: 60, killCalls: 9, sipHold: 25 * time.Second}
+		return size{webrtc: 20, sip: 60, killCalls: 9, baresips: 3, sipHold: 25 * time.Second}
 	}
-	return size{webrtc: 6, sip: 12, killCalls: 6, sipHold: 12 * time.Second}
+	return size{webrtc: 6, sip: 12, killCalls: 6, baresips: 1, sipHold: 12 * time.Second}
 }
 
 // TestCluster builds the cluster of the README's "Running many workers"
@@ -71,7 +73,7 @@ func TestCluster(t *testing.T) {
 	if os.Getenv(netnstest.EnvVar) != "" {
 		t.Skip("inside the cluster's namespaces: TestClusterInNamespaces runs there")
 	}
-	for _, bin := range []string{"kamailio", "kamcmd", "haproxy", "redis-server", "redis-cli", "sipp", "espeak-ng", "sox"} {
+	for _, bin := range []string{"kamailio", "kamcmd", "haproxy", "redis-server", "redis-cli", "sipp", "baresip", "espeak-ng", "sox"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			need.Missingf(t, "%s is missing: make test-deps installs it", bin)
 		}
@@ -139,6 +141,8 @@ type results struct {
 	killHeld, killPicked                    int // phones on the killed worker, picked up on redial
 	killBrowsers, killResumed               int
 	staleOffers, staleFailed                int // offers with a just-signalled worker's cookie
+	baresips, baresipMoves                  int // softphones that take REFER, and their moves
+	callsMoved                              int // the workers' logs: "call moved to another worker"
 	hungOut, hungBack                       time.Duration
 }
 
@@ -226,6 +230,8 @@ func (c *cluster) report(t *testing.T, took time.Duration, bookings, dups int) {
 	row("calls dropped", "%d", r.phones.failed+r.browsersLost)
 	row("bookings", "%d made (%d by browsers, %d by phones heard by pocketsphinx), %d made twice", bookings, r.browserBookings, bookings-r.browserBookings, dups)
 	row("browser moves (rolling restart)", "%d", r.moves)
+	row("baresip phones moved by REFER", "%d phones, %d moves through Kamailio", r.baresips, r.baresipMoves)
+	row("calls moved (workers' logs)", "%d", r.callsMoved)
 	row("move gap (time on no worker)", "p50 %v, p95 %v, max %v", quantile(gaps, 0.5), quantile(gaps, 0.95), quantile(gaps, 1))
 	row("offers with a drained worker's cookie", "%d, %d failed; HAProxy redispatched %d requests in all (its log's +N)", r.staleOffers, r.staleFailed, redispatched(c.dir))
 	for _, d := range r.drains {
@@ -257,7 +263,9 @@ func (c *cluster) rollingRestart(t *testing.T, sz size, pcap string) {
 		}
 	}()
 	sipp := c.startSipp(t, "phones", sz.sip, 4, sz.sipHold, pcap, nil)
+	phones := c.startBaresips(t, sz.baresips)
 	time.Sleep(3 * time.Second) // the phone calls up and talking
+	movedPhones0 := countLog(c, "call moved to another worker")
 	for i, w := range c.workers {
 		on := c.askBeforeDrain(ctx, t, clients, i)
 		before := c.sessions(i)
@@ -271,6 +279,24 @@ func (c *cluster) rollingRestart(t *testing.T, sz size, pcap string) {
 	res := sipp.wait(t, 3*time.Minute)
 	c.res.phones.add(res)
 	t.Logf("phones: %d calls, %d completed, %d failed", res.total, res.ok, res.failed)
+	// The phones that take REFER went with the moves.
+	for i, ph := range phones {
+		established := strings.Count(ph.out.String(), "Call established")
+		select {
+		case <-ph.proc.Done():
+			t.Errorf("baresip %d ended during the restarts:\n%s", i, ph.out.String())
+		default:
+		}
+		t.Logf("baresip %d: its call established %d times (moved %d times)", i, established, established-1)
+		c.res.baresips++
+		c.res.baresipMoves += max(established-1, 0)
+		if established < 2 {
+			t.Errorf("baresip %d was never moved:\n%s", i, ph.out.String())
+		}
+		_ = ph.proc.Signal(syscall.SIGTERM)
+	}
+	c.res.callsMoved = countLog(c, "call moved to another worker") - movedPhones0
+	t.Logf("calls moved in all: %d", c.res.callsMoved)
 	if res.failed != 0 || res.ok != sz.sip {
 		t.Errorf("%d of %d phone calls failed through the rolling restart\n%s", res.failed, sz.sip, res.out)
 	}
@@ -788,6 +814,50 @@ func (c *cluster) dialBrowsers(ctx context.Context, t *testing.T, n int) []*rtct
 }
 
 // ---------------------------------------------------------------- phones
+
+type phone struct {
+	proc *netnstest.Proc
+	out  *syncBuffer
+}
+
+// startBaresips calls the proxy from n baresip softphones, which list
+// REFER in their INVITEs' Allow: a draining worker moves them. Each asks
+// for a table after the greeting and stays on the line.
+func (c *cluster) startBaresips(t *testing.T, n int) []*phone {
+	var out []*phone
+	callers := c.n.Node("callers")
+	for i := range n {
+		home, _ := baresiptest.HomeOn(t, callers.Addr.String(), fmt.Sprintf("softphone%d", i), "Book a table for two at seven.", 6, 240)
+		cmd := callers.Command("baresip", "-f", home, "-e", "/dial sip:holdline@"+c.proxy, "-t", "300")
+		ph := &phone{out: &syncBuffer{}}
+		cmd.Stdout, cmd.Stderr = ph.out, ph.out
+		p, err := callers.Start(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ph.proc = p
+		out = append(out, ph)
+	}
+	return out
+}
+
+// syncBuffer is a bytes.Buffer written by a process and read by the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
 
 type sippRun struct {
 	cmd  *exec.Cmd

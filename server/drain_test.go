@@ -313,7 +313,9 @@ func TestDrainMovesEveryWebRTCCall(t *testing.T) {
 		t.Errorf("%d calls on worker B after the drain; want %d", srvB.Host().Len(), n)
 	}
 	slices.Sort(gaps)
-	q := func(p float64) time.Duration { return gaps[min(len(gaps)-1, int(p*float64(len(gaps))))].Round(time.Millisecond) }
+	q := func(p float64) time.Duration {
+		return gaps[min(len(gaps)-1, int(p*float64(len(gaps))))].Round(time.Millisecond)
+	}
 	t.Logf("%d calls moved in %v; gap the callers heard p50 %v, p95 %v, max %v", n, took.Round(time.Millisecond), q(0.5), q(0.95), q(1))
 	if q(0.95) > time.Second {
 		t.Errorf("move gap p95 %v; want at most a second", q(0.95))

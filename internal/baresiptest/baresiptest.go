@@ -53,6 +53,13 @@ func Home(t testing.TB, text string, lead, tail float64) (dir string, port int) 
 // as Holdline tells callers apart.
 func HomeAs(t testing.TB, user, text string, lead, tail float64) (dir string, port int) {
 	t.Helper()
+	return HomeOn(t, "127.0.0.1", user, text, lead, tail)
+}
+
+// HomeOn is HomeAs on address addr (a network namespace's), with the
+// account sip:USER@ADDR.
+func HomeOn(t testing.TB, addr, user, text string, lead, tail float64) (dir string, port int) {
+	t.Helper()
 	dir = t.TempDir()
 	wav := filepath.Join(dir, "caller.wav")
 	if text == "" {
@@ -77,7 +84,7 @@ func HomeAs(t testing.TB, user, text string, lead, tail float64) (dir string, po
 	// sndfile, which needs a player to pull the call's audio (aubridge's,
 	// which goes nowhere).
 	config := fmt.Sprintf(`poll_method epoll
-sip_listen 127.0.0.1:%d
+sip_listen %s:%d
 audio_player aubridge,heard
 audio_source aufile,%s
 audio_alert aufile,%s
@@ -89,11 +96,11 @@ module sndfile.so
 snd_path %s
 module_app account.so
 module_app menu.so
-`, port, wav, wav, dumps)
+`, addr, port, wav, wav, dumps)
 	if err := os.WriteFile(filepath.Join(dir, "config"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "accounts"), []byte("<sip:"+user+"@127.0.0.1>;regint=0;answermode=auto\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "accounts"), []byte("<sip:"+user+"@"+addr+">;regint=0;answermode=auto\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir, port
