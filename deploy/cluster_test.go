@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -123,6 +124,7 @@ type cluster struct {
 	front    string // HAProxy: http://EDGE:8080
 	proxy    string // Kamailio: EDGE:5060
 	ctl      string // Kamailio's control socket
+	haSock   string // HAProxy's stats socket
 	workers  [3]*worker
 
 	mu      sync.Mutex
@@ -140,10 +142,11 @@ type results struct {
 	drains                                  []string
 	killHeld, killPicked                    int // phones on the killed worker, picked up on redial
 	killBrowsers, killResumed               int
-	staleOffers, staleFailed                int // offers with a just-signalled worker's cookie
-	baresips, baresipMoves                  int // softphones that take REFER, and their moves
-	callsMoved                              int // the workers' logs: "call moved to another worker"
-	hungOut, hungBack                       time.Duration
+	staleOffers, staleFailed                int           // offers with a just-signalled worker's cookie
+	baresips, baresipMoves                  int           // softphones that take REFER, and their moves
+	callsMoved                              int           // the workers' logs: "call moved to another worker"
+	hungOut, hungBack                       time.Duration // Kamailio
+	hungOutHAProxy                          time.Duration
 }
 
 type tally struct{ total, ok, failed int }
@@ -200,6 +203,7 @@ func TestClusterInNamespaces(t *testing.T) {
 		c.waitReady(i)
 	}
 	c.waitDispatcher(3, 15*time.Second)
+	c.waitHAProxy(3, 15*time.Second)
 	began := time.Now()
 	stopSampling := c.sample(began)
 	defer stopSampling()
@@ -240,7 +244,8 @@ func (c *cluster) report(t *testing.T, took time.Duration, bookings, dups int) {
 	row("SIGKILL: phones on the worker", "%d, %d picked up on redial through Kamailio", r.killHeld, r.killPicked)
 	row("SIGKILL: browsers on the worker", "%d, %d resumed through HAProxy", r.killBrowsers, r.killResumed)
 	row("SIGSTOP: out of Kamailio's rotation", "after %v (probe every 1 s, probe timeout 2 s)", r.hungOut.Round(time.Millisecond))
-	row("SIGCONT: back in rotation", "after %v", r.hungBack.Round(time.Millisecond))
+	row("SIGSTOP: out of HAProxy's rotation", "after %v (check every 500 ms, fall 2)", r.hungOutHAProxy.Round(time.Millisecond))
+	row("SIGCONT: back in Kamailio's rotation", "after %v", r.hungBack.Round(time.Millisecond))
 	t.Log(b.String())
 	if bookings-r.browserBookings <= 0 {
 		t.Errorf("no phone call booked: the workers did not hear sipp's speech")
@@ -541,9 +546,21 @@ func (c *cluster) hangOne(t *testing.T) {
 	w := c.workers[0]
 	_ = w.proc.Signal(syscall.SIGSTOP)
 	stopped := time.Now()
+	// Both front doors at once: HAProxy's check (every 500 ms, fall 2)
+	// and Kamailio's probe (every second; a probe unanswered for fr_timer
+	// marks the worker inactive).
+	for deadline := stopped.Add(15 * time.Second); c.res.hungOutHAProxy == 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if up, _ := c.haproxyUp(); up == 2 {
+			c.res.hungOutHAProxy = time.Since(stopped)
+		}
+	}
 	out := c.waitDispatcher(2, 15*time.Second)
 	took := time.Since(stopped)
 	c.res.hungOut = took
+	if c.res.hungOutHAProxy == 0 {
+		t.Errorf("HAProxy kept %s in rotation 15 s after SIGSTOP", w.name)
+	}
+	t.Logf("%s hung with SIGSTOP: out of HAProxy's rotation after %v", w.name, c.res.hungOutHAProxy.Round(time.Millisecond))
 	t.Logf("%s hung with SIGSTOP: out of Kamailio's rotation after %v", w.name, took.Round(time.Millisecond))
 	if !strings.Contains(out, "URI: sip:"+w.node.Addr.String()) {
 		t.Errorf("the dispatcher list does not name %s:\n%s", w.name, out)
@@ -570,6 +587,7 @@ func (c *cluster) hangOne(t *testing.T) {
 	back := time.Now()
 	c.waitDispatcher(3, 15*time.Second)
 	c.res.hungBack = time.Since(back)
+	c.waitHAProxy(3, 15*time.Second)
 	t.Logf("%s woken with SIGCONT: back in rotation after %v", w.name, time.Since(back).Round(time.Millisecond))
 }
 
@@ -592,7 +610,14 @@ func (c *cluster) startEdge() {
 	kam := c.edge.Command("kamailio", "-DD", "-E", "-f", "kamailio/kamailio.cfg", "-Y", c.dir, "-w", c.dir, "-m", "64", "-M", "8")
 	kam.Env = append(os.Environ(), "HOLDLINE_SIP_LISTEN=udp:"+c.proxy, "HOLDLINE_DISPATCHER_LIST="+dlist, "HOLDLINE_KAMAILIO_CTL=unix:"+c.ctl)
 	c.startLogged(c.edge, kam, "kamailio")
-	ha := c.edge.Command("haproxy", "-db", "-f", "haproxy/haproxy.cfg")
+	// The shipped file, and a stats socket for the test to read the
+	// servers' state from (a second file adds to the global section).
+	c.haSock = filepath.Join(c.dir, "haproxy.sock")
+	extra := filepath.Join(c.dir, "haproxy-test.cfg")
+	if err := os.WriteFile(extra, []byte("global\n\tstats socket "+c.haSock+" level admin\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ha := c.edge.Command("haproxy", "-db", "-f", "haproxy/haproxy.cfg", "-f", extra)
 	ha.Env = append(os.Environ(), fmt.Sprintf("HOLDLINE_HTTP_FRONT=%s:%d", edge, httpPort))
 	for _, name := range []string{"w1", "w2", "w3"} {
 		ha.Env = append(ha.Env, fmt.Sprintf("HOLDLINE_WORKER_%s=%s:%d", name[1:], c.n.Node(name).Addr, httpPort))
@@ -662,7 +687,52 @@ func (c *cluster) restart(t *testing.T, i int) {
 	c.startWorker(i)
 	c.waitReady(i)
 	c.waitDispatcher(3, 15*time.Second)
-	time.Sleep(1500 * time.Millisecond) // HAProxy's rise 2 at 500 ms
+	c.waitHAProxy(3, 15*time.Second)
+}
+
+// haproxyUp is how many of the workers HAProxy has UP, from its stats
+// socket's "show stat".
+func (c *cluster) haproxyUp() (int, string) {
+	conn, err := net.DialTimeout("unix", c.haSock, time.Second)
+	if err != nil {
+		return -1, err.Error()
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := conn.Write([]byte("show stat\n")); err != nil {
+		return -1, err.Error()
+	}
+	b, _ := io.ReadAll(conn)
+	lines := strings.Split(string(b), "\n")
+	if len(lines) == 0 {
+		return -1, string(b)
+	}
+	head := strings.Split(strings.TrimPrefix(lines[0], "# "), ",")
+	col := slices.Index(head, "status")
+	if col < 0 {
+		return -1, string(b)
+	}
+	up := 0
+	for _, l := range lines[1:] {
+		f := strings.Split(l, ",")
+		if len(f) > col && f[0] == "holdline_workers" && strings.HasPrefix(f[1], "w") && strings.HasPrefix(f[col], "UP") {
+			up++
+		}
+	}
+	return up, string(b)
+}
+
+// waitHAProxy waits until HAProxy has n workers UP.
+func (c *cluster) waitHAProxy(n int, within time.Duration) {
+	for deadline := time.Now().Add(within); ; time.Sleep(50 * time.Millisecond) {
+		up, out := c.haproxyUp()
+		if up == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("HAProxy did not reach %d workers up in %v:\n%s", n, within, out)
+		}
+	}
 }
 
 // drainAndRestart sends worker i SIGTERM, waits for it to exit, and
