@@ -85,12 +85,15 @@ func TestCluster(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/holdline").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
+	// The callers stand in for phones and browsers on other machines:
+	// they run as this package's tests again, built without the race
+	// detector, whose cost would otherwise fall on the workers' cores.
+	callers := filepath.Join(dir, "deploy.test")
+	if out, err := exec.Command("go", "test", "-c", "-o", callers, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go test -c: %v\n%s", err, out)
 	}
 	cwd, _ := os.Getwd()
-	cmd := n.Node("callers").Command(self, "-test.run=^TestClusterInNamespaces$", "-test.v", "-test.count=1", "-test.timeout=9m")
+	cmd := n.Node("callers").Command(callers, "-test.run=^TestClusterInNamespaces$", "-test.v", "-test.count=1", "-test.timeout=9m")
 	cmd.Dir = cwd
 	cmd.Env = append(os.Environ(), n.Env(), "HOLDLINE_CLUSTER_BIN="+bin, "HOLDLINE_CLUSTER_DIR="+dir)
 	var out bytes.Buffer
@@ -249,7 +252,8 @@ func (c *cluster) rollingRestart(t *testing.T, sz size, pcap string) {
 		default:
 		}
 		for _, m := range cl.Moves() {
-			t.Logf("browser %d moved: re-offer to connected %v, gap %v", i, m.Connected.Sub(m.At).Round(time.Millisecond), m.Gap.Round(time.Millisecond))
+			t.Logf("browser %d moved: offer ready %v, answered %v, connected %v after the move message",
+				i, m.Gathered.Sub(m.At).Round(time.Millisecond), m.Answered.Sub(m.At).Round(time.Millisecond), m.Connected.Sub(m.At).Round(time.Millisecond))
 			if m.Err != nil {
 				lost++
 				t.Errorf("browser %d's move failed: %v", i, m.Err)
