@@ -104,7 +104,7 @@ const (
 	moveTimeout = 15 * time.Second
 	// maxMovesAtOnce spreads the moves out, so that the workers taking
 	// them over are not hit by every call of this one at once.
-	maxMovesAtOnce = 4
+	maxMovesAtOnce = 8
 	// reasonMoved ends a call moved to another worker.
 	reasonMoved = "moved to another worker"
 	// reasonDrained ends a call still here at the drain's deadline.

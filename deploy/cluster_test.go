@@ -88,12 +88,15 @@ func TestCluster(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/holdline").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
+	// The callers stand in for phones and browsers on other machines:
+	// they run as this package's tests again, built without the race
+	// detector, whose cost would otherwise fall on the workers' cores.
+	callers := filepath.Join(dir, "deploy.test")
+	if out, err := exec.Command("go", "test", "-c", "-o", callers, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go test -c: %v\n%s", err, out)
 	}
 	cwd, _ := os.Getwd()
-	cmd := n.Node("callers").Command(self, "-test.run=^TestClusterInNamespaces$", "-test.v", "-test.count=1", "-test.timeout=9m")
+	cmd := n.Node("callers").Command(callers, "-test.run=^TestClusterInNamespaces$", "-test.v", "-test.count=1", "-test.timeout=9m")
 	cmd.Dir = cwd
 	cmd.Env = append(os.Environ(), n.Env(), "HOLDLINE_CLUSTER_BIN="+bin, "HOLDLINE_CLUSTER_DIR="+dir)
 	var out bytes.Buffer
@@ -328,8 +331,9 @@ func (c *cluster) rollingRestart(t *testing.T, sz size, pcap string) {
 			// so the agent had finished its answer; the browsers asked a
 			// question before each drain, so that most had just heard one.
 			last := lastLevelBefore(levels, j, m.At)
-			t.Logf("browser %d move %d: %v after the agent's last audio; re-offer to connected %v; gap %v",
-				i, j+1, m.At.Sub(last).Round(time.Millisecond), m.Connected.Sub(m.At).Round(time.Millisecond), m.Gap.Round(time.Millisecond))
+			t.Logf("browser %d move %d: %v after the agent's last audio; after the move message: offer ready %v, answered %v, connected %v; gap %v",
+				i, j+1, m.At.Sub(last).Round(time.Millisecond), m.Gathered.Sub(m.At).Round(time.Millisecond), m.Answered.Sub(m.At).Round(time.Millisecond),
+				m.Connected.Sub(m.At).Round(time.Millisecond), m.Gap.Round(time.Millisecond))
 			if m.Gap <= 0 {
 				t.Errorf("browser %d: move %d has no gap measured", i, j+1)
 				continue

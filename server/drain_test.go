@@ -305,6 +305,7 @@ func TestDrainMovesEveryWebRTCCall(t *testing.T) {
 			t.Fatalf("client %d's move: %v", i, m.Err)
 		}
 		gaps = append(gaps, m.Gap)
+		t.Logf("client %d: gather %v, answer %v, connect %v", i, m.Gathered.Sub(m.At).Round(time.Millisecond), m.Answered.Sub(m.Gathered).Round(time.Millisecond), m.Connected.Sub(m.Answered).Round(time.Millisecond))
 		if k := count(c.Events(), booked); k != 1 {
 			t.Errorf("client %d: %d bookings; want 1", i, k)
 		}

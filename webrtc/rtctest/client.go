@@ -60,6 +60,8 @@ type Options struct {
 // Move is one move a draining server asked of the client.
 type Move struct {
 	At        time.Time // the move message arrived
+	Gathered  time.Time // the new offer was ready (its candidates gathered)
+	Answered  time.Time // the worker the front door chose answered it
 	Connected time.Time // the new connection was up (zero if it never was)
 	// Gap is how long the caller was on no worker: from the old
 	// connection's last audio (or the move message, if later: the old
@@ -117,6 +119,9 @@ type conn struct {
 	pc  *pion.PeerConnection
 	dc  *pion.DataChannel
 	hdr answerHeaders
+	// gathered and answered are when the offer was ready and when the
+	// server's answer came.
+	gathered, answered time.Time
 }
 
 type answerHeaders struct {
@@ -257,11 +262,12 @@ func (c *Client) connect(ctx context.Context, n int, resumeToken string, after u
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	cn.gathered = time.Now()
 	answer, hdr, err := c.post(ctx, resumeToken, pc.LocalDescription().SDP)
 	if err != nil {
 		return nil, err
 	}
-	cn.hdr = hdr
+	cn.hdr, cn.answered = hdr, time.Now()
 	if err := pc.SetRemoteDescription(pion.SessionDescription{Type: pion.SDPTypeAnswer, SDP: answer}); err != nil {
 		return nil, err
 	}
@@ -385,6 +391,7 @@ func (c *Client) follow(token string) {
 		return
 	}
 	c.moves[i].Connected = time.Now()
+	c.moves[i].Gathered, c.moves[i].Answered = cn.gathered, cn.answered
 	c.cur = cn
 	c.session = cn.hdr
 	c.notify()
