@@ -352,8 +352,8 @@ func (p *Phone) sendMark(ctx context.Context, name string) {
 	_ = p.Send(ctx, p.d.played(name))
 }
 
-// tick plays 20 ms of what was received and sends 20 ms of the caller's
-// line, every 20 ms.
+// tick plays what was received and sends the caller's line, 20 ms at a
+// time, on the phone's own clock.
 func (p *Phone) tick(ctx context.Context) {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
@@ -368,54 +368,68 @@ func (p *Phone) tick(ctx context.Context) {
 		case <-p.closed:
 			return
 		case now := <-t.C:
-			p.mu.Lock()
-			n := min(frame, len(p.buf))
-			played := out[:frame]
-			copy(played, p.buf[:n])
-			clear(played[n:])
-			p.buf = append(p.buf[:0], p.buf[n:]...)
-			p.played += int64(n)
-			loud := false
-			for _, v := range played[:n] {
-				if v > 600 || v < -600 {
-					loud = true
-					break
-				}
+			// The phone's audio clock runs at its rate whatever the
+			// scheduler does: a late tick plays, echoes and sends every
+			// frame that fell due meanwhile, as a sound card's fixed
+			// clock would, so that the line's echo keeps its delay.
+			for due := int64(now.Sub(start) / (20 * time.Millisecond)); chunk < due; {
+				chunk++
+				at := start.Add(time.Duration(chunk) * 20 * time.Millisecond)
+				p.playFrame(ctx, at, out, payload)
+				_ = p.sendMedia(ctx, chunk, at.Sub(start).Milliseconds(), payload)
 			}
-			p.heard = append(p.heard, heardFrame{at: now, loud: loud})
-			// Marks whose audio has now all played come back.
-			var due []string
-			for len(p.queued) > 0 && p.marks[p.queued[0]].Pos <= p.received-int64(len(p.buf)) {
-				i := p.queued[0]
-				p.queued = p.queued[1:]
-				p.marks[i].Played, p.marks[i].At = true, now
-				due = append(due, p.marks[i].Name)
-			}
-			// The line: the caller's voice, and the echo of what played.
-			for i := range frame {
-				var v float64
-				if len(p.echo) > 0 {
-					e := p.echo[0]
-					copy(p.echo, p.echo[1:])
-					p.echo[len(p.echo)-1] = played[i]
-					v = float64(e) * p.gain
-				}
-				if len(p.speech) > 0 {
-					if p.onset.IsZero() {
-						p.onset = now
-					}
-					v += float64(p.speech[0])
-					p.speech = p.speech[1:]
-				}
-				payload[i] = g711.EncodeUlawFrame(int16(max(-32768, min(32767, v))))
-			}
-			p.mu.Unlock()
-			for _, name := range due {
-				p.sendMark(ctx, name)
-			}
-			chunk++
-			_ = p.sendMedia(ctx, chunk, now.Sub(start).Milliseconds(), payload)
 		}
+	}
+}
+
+// playFrame plays the next 20 ms of what the phone was sent at at, sends
+// back the marks now played, and fills payload with what goes up the
+// line: the caller's voice and the echo of what played.
+func (p *Phone) playFrame(ctx context.Context, at time.Time, out []int16, payload []byte) {
+	p.mu.Lock()
+	n := min(frame, len(p.buf))
+	played := out[:frame]
+	copy(played, p.buf[:n])
+	clear(played[n:])
+	p.buf = append(p.buf[:0], p.buf[n:]...)
+	p.played += int64(n)
+	loud := false
+	for _, v := range played[:n] {
+		if v > 600 || v < -600 {
+			loud = true
+			break
+		}
+	}
+	p.heard = append(p.heard, heardFrame{at: at, loud: loud})
+	// Marks whose audio has now all played come back.
+	var due []string
+	for len(p.queued) > 0 && p.marks[p.queued[0]].Pos <= p.received-int64(len(p.buf)) {
+		i := p.queued[0]
+		p.queued = p.queued[1:]
+		p.marks[i].Played, p.marks[i].At = true, at
+		due = append(due, p.marks[i].Name)
+	}
+	// The line: the caller's voice, and the echo of what played.
+	for i := range frame {
+		var v float64
+		if len(p.echo) > 0 {
+			e := p.echo[0]
+			copy(p.echo, p.echo[1:])
+			p.echo[len(p.echo)-1] = played[i]
+			v = float64(e) * p.gain
+		}
+		if len(p.speech) > 0 {
+			if p.onset.IsZero() {
+				p.onset = at
+			}
+			v += float64(p.speech[0])
+			p.speech = p.speech[1:]
+		}
+		payload[i] = g711.EncodeUlawFrame(int16(max(-32768, min(32767, v))))
+	}
+	p.mu.Unlock()
+	for _, name := range due {
+		p.sendMark(ctx, name)
 	}
 }
 
