@@ -182,6 +182,7 @@ type Call struct {
 	quiet      atomic.Bool
 	moving     atomic.Bool // a drain is moving the call
 	moveFailed atomic.Bool // a move was tried and failed: the call stays
+	leaving    atomic.Bool // a drain is releasing the call
 	movedFrom  string      // the worker a moved call came from
 
 	mu       sync.Mutex

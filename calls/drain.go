@@ -109,6 +109,9 @@ const (
 	reasonMoved = "moved to another worker"
 	// reasonDrained ends a call still here at the drain's deadline.
 	reasonDrained = "the worker drained: released for another worker"
+	// reasonDrainedDown ends a call whose caller was away when the drain
+	// began: it resumes wherever the caller comes back.
+	reasonDrainedDown = "the worker drained while the caller was away: released for the caller's return"
 )
 
 // BeginDrain stops the host taking calls (Start fails with ErrDraining)
@@ -164,6 +167,11 @@ func (h *Host) Drain(ctx context.Context, opts ...DrainOption) (DrainReport, err
 	moved := make(chan bool, maxMovesAtOnce)
 	inFlight := 0
 	for h.Len() > 0 {
+		// A call whose connection is down waits for its caller to come
+		// back: it is on no line here, and the caller, back through the
+		// front door, finds it in the store on any worker (or on this
+		// one after its restart). Nothing is lost by letting it go now.
+		rep.Released += h.releaseDown()
 		if cfg.moves {
 			for _, c := range h.movable(maxMovesAtOnce - inFlight) {
 				inFlight++
@@ -211,6 +219,25 @@ func (h *Host) movable(n int) []*Call {
 		}
 	}
 	return out
+}
+
+// releaseDown releases the calls waiting for their connection to come
+// back, and returns how many there were.
+func (h *Host) releaseDown() int {
+	h.mu.Lock()
+	var down []*Call
+	for _, c := range h.calls {
+		c.mu.Lock()
+		if c.running && c.down && !c.ended && !c.moving.Load() && c.leaving.CompareAndSwap(false, true) {
+			down = append(down, c)
+		}
+		c.mu.Unlock()
+	}
+	h.mu.Unlock()
+	for _, c := range down {
+		h.spawn(func() { c.Release(reasonDrainedDown) })
+	}
+	return len(down)
 }
 
 // releaseAll releases every call: their checkpoints stay for other

@@ -277,3 +277,28 @@ func TestDrainReleasesWhatIsLeftAtTheDeadline(t *testing.T) {
 func handoffLoad(st store.Store, id string) (handoff.Snapshot, error) {
 	return handoff.Resume(context.Background(), st, id, testKey)
 }
+
+// A call whose caller is away (its connection dropped, waiting to be
+// resumed) is released as soon as the drain begins: nothing of it is on
+// a line here, and its caller picks it up wherever they come back. The
+// drain does not wait out the resume window for it.
+func TestDrainReleasesACallWhoseCallerIsAway(t *testing.T) {
+	st := fileStore(t)
+	h := newHost(t, st, "worker-a")
+	c, err := callstest.Dial(context.Background(), h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitEvent(t, c.Call, "the greeting's end", kindIs(events.Idle))
+	c.Drop()
+	awaitEvent(t, c.Call, "the drop", kindIs(events.TransportLost))
+	start := time.Now()
+	rep := waitDrained(t, drainAsync(h))
+	if rep.Released != 1 || time.Since(start) > 5*time.Second {
+		t.Fatalf("report %+v after %v; want the away call released at once", rep, time.Since(start))
+	}
+	<-c.Done()
+	if _, err := st.Load(context.Background(), c.ID()); err != nil {
+		t.Fatalf("the released call's checkpoint: %v; want it kept for the caller's return", err)
+	}
+}
