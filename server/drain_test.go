@@ -142,6 +142,22 @@ func (f *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	io.Copy(w, last.Body)
 }
 
+// twoWorkers serves two workers sharing a store, behind a front door
+// that tries worker A first.
+func twoWorkers(t *testing.T) (hsA *httptest.Server, srvA *server.Server, hsB *httptest.Server, srvB *server.Server, door *httptest.Server) {
+	t.Helper()
+	st, err := store.OpenFile(filepath.Join(t.TempDir(), "holdline.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() }) // after the servers, which clean up after their calls
+	hsA, _, srvA = newServer(t, server.WithStore(st, "worker-a", snapshotKey))
+	hsB, _, srvB = newServer(t, server.WithStore(st, "worker-b", snapshotKey))
+	door = httptest.NewServer(&frontDoor{workers: []string{hsA.URL, hsB.URL}})
+	t.Cleanup(door.Close)
+	return hsA, srvA, hsB, srvB, door
+}
+
 // A draining worker moves a WebRTC call at a clean point: the client is
 // told on its data channel, re-offers through the front door, and lands
 // on the other worker, which takes the session over without a word. The
@@ -149,15 +165,7 @@ func (f *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // answered there, and the caller hears the agent's line go quiet for
 // well under a second.
 func TestDrainMovesAWebRTCCallThroughTheFrontDoor(t *testing.T) {
-	st, err := store.OpenFile(filepath.Join(t.TempDir(), "holdline.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	hsA, _, srvA := newServer(t, server.WithStore(st, "worker-a", snapshotKey))
-	hsB, _, srvB := newServer(t, server.WithStore(st, "worker-b", snapshotKey))
-	door := httptest.NewServer(&frontDoor{workers: []string{hsA.URL, hsB.URL}})
-	defer door.Close()
+	hsA, srvA, hsB, srvB, door := twoWorkers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -252,15 +260,7 @@ func TestDrainMovesEveryWebRTCCall(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("HOLDLINE_MOVE_CALLS")); err == nil && v > 0 {
 		n = v
 	}
-	st, err := store.OpenFile(filepath.Join(t.TempDir(), "holdline.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	hsA, _, srvA := newServer(t, server.WithStore(st, "worker-a", snapshotKey))
-	hsB, _, srvB := newServer(t, server.WithStore(st, "worker-b", snapshotKey))
-	door := httptest.NewServer(&frontDoor{workers: []string{hsA.URL, hsB.URL}})
-	defer door.Close()
+	_, srvA, _, srvB, door := twoWorkers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	clients := make([]*rtctest.Client, n)
