@@ -23,7 +23,7 @@ SILERO_NPM := @livekit/agents-plugin-silero@1.9.0
 
 # ECHO_TIMED are the carrier tests that judge barge-in on an echoing line
 # in real time (make test runs them on their own).
-ECHO_TIMED := TestCarrierGreetingOverAnEchoingLine|TestBargeInThroughTwilio
+ECHO_TIMED := TestCarrierGreetingOverAnEchoingLine|TestBargeInThroughTwilio|TestBargeInThroughTelnyxAndPlivo
 
 .PHONY: run test test-cluster build deps test-deps apt models vet bench clean
 

@@ -281,7 +281,7 @@ func runSipp(t *testing.T, ctx context.Context, scenario string, target netip.Ad
 		t.Fatal(err)
 	}
 	args := append([]string{"-sf", sf, "-i", "127.0.0.1", "-p", fmt.Sprint(freePort(t)),
-		"-mi", "127.0.0.1", "-mp", fmt.Sprint(freePort(t)), "-nostdin", "-trace_err", "-trace_screen",
+		"-mi", "127.0.0.1", "-mp", fmt.Sprint(sippMediaPort(t)), "-nostdin", "-trace_err", "-trace_screen",
 		"-timeout", "60s", "-timeout_error"}, extra...)
 	args = append(args, target.String())
 	cmd := exec.CommandContext(ctx, needSipp(t), args...)
@@ -468,7 +468,7 @@ func TestSippLoad(t *testing.T) {
 		sf := filepath.Join(t.TempDir(), "load.xml")
 		_ = os.WriteFile(sf, fmt.Appendf(nil, loadScenario, hold.Milliseconds()), 0o644)
 		cmd := exec.CommandContext(ctx, needSipp(t), "-sf", sf, "-i", "127.0.0.1", "-p", fmt.Sprint(freePort(t)),
-			"-mi", "127.0.0.1", "-mp", fmt.Sprint(freePort(t)), "-nostdin", "-m", fmt.Sprint(n), "-l", fmt.Sprint(n),
+			"-mi", "127.0.0.1", "-mp", fmt.Sprint(sippMediaPort(t)), "-nostdin", "-m", fmt.Sprint(n), "-l", fmt.Sprint(n),
 			"-r", "50", "-timeout", fmt.Sprint(int((hold+time.Minute).Seconds()))+"s", "-timeout_error", addr.String())
 		cmd.Dir = filepath.Dir(sf)
 		out, err := cmd.CombinedOutput()
@@ -544,7 +544,7 @@ func TestCallPlacedToSippIsAnsweredAndHungUp(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	cmd := exec.CommandContext(ctx, sippPath, "-sn", "uas", "-i", "127.0.0.1", "-p", fmt.Sprint(port),
-		"-mi", "127.0.0.1", "-mp", fmt.Sprint(freePort(t)), "-m", "1", "-nostdin", "-trace_err", "-timeout", "30s", "-timeout_error")
+		"-mi", "127.0.0.1", "-mp", fmt.Sprint(sippMediaPort(t)), "-m", "1", "-nostdin", "-trace_err", "-timeout", "30s", "-timeout_error")
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -713,4 +713,15 @@ func between(s, from, to string) string {
 	}
 	v, _, _ := strings.Cut(after, to)
 	return v
+}
+
+// sippMediaPort is a base for sipp's -mp: sipp binds audio RTP there and
+// video RTP two ports up, so the whole run must be free.
+func sippMediaPort(t *testing.T) int {
+	t.Helper()
+	port, err := freeport.UDPRun(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
 }

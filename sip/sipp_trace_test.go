@@ -90,7 +90,7 @@ func sippLoadCost(t *testing.T, n int, window time.Duration, aec, traced bool) l
 	sf := filepath.Join(dir, "load.xml")
 	_ = os.WriteFile(sf, fmt.Appendf(nil, loadScenario, hold.Milliseconds()), 0o644)
 	cmd := exec.CommandContext(ctx, needSipp(t), "-sf", sf, "-i", "127.0.0.1", "-p", fmt.Sprint(freePort(t)),
-		"-mi", "127.0.0.1", "-mp", fmt.Sprint(freePort(t)), "-nostdin", "-m", fmt.Sprint(n), "-l", fmt.Sprint(n),
+		"-mi", "127.0.0.1", "-mp", fmt.Sprint(sippMediaPort(t)), "-nostdin", "-m", fmt.Sprint(n), "-l", fmt.Sprint(n),
 		"-r", "50", "-timeout", fmt.Sprint(int((hold+time.Minute).Seconds()))+"s", "-timeout_error", addr.String())
 	cmd.Dir = dir
 	go func() {

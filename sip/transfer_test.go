@@ -129,7 +129,7 @@ func TestBlindTransferWithHandoffToken(t *testing.T) {
 	}
 	port := freePort(t)
 	cmd := exec.CommandContext(ctx, sippPath, "-sf", sf, "-i", "127.0.0.1", "-p", fmt.Sprint(port),
-		"-mi", "127.0.0.1", "-mp", fmt.Sprint(freePort(t)), "-m", "1", "-nostdin", "-trace_err", "-timeout", "30s", "-timeout_error")
+		"-mi", "127.0.0.1", "-mp", fmt.Sprint(sippMediaPort(t)), "-m", "1", "-nostdin", "-trace_err", "-timeout", "30s", "-timeout_error")
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

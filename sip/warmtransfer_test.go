@@ -458,7 +458,7 @@ func sippPerson(t *testing.T, ctx context.Context, scenario string, ph *phone, e
 	}
 	port := freePort(t)
 	cmd := exec.CommandContext(ctx, path, "-sf", sf, "-i", "127.0.0.1", "-p", strconv.Itoa(port), "-mi", "127.0.0.1",
-		"-mp", strconv.Itoa(freePort(t)), "-nostdin", "-trace_err", "-timeout", "60s", "-timeout_error")
+		"-mp", strconv.Itoa(sippMediaPort(t)), "-nostdin", "-trace_err", "-timeout", "60s", "-timeout_error")
 	if len(extra) == 0 {
 		extra = []string{"-m", "1"}
 	}
