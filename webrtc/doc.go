@@ -3,7 +3,8 @@
 //
 // A Transport answers SDP offers the WHIP way: one offer in, one complete
 // answer out, no trickled candidates, so an HTTP handler can do the whole
-// exchange in a single request. Each answer makes a Peer:
+// exchange in a single request. Each answer makes a Peer, whose audio
+// goes through package media/opusrtp both ways:
 //
 //   - caller audio arrives as Opus and goes into an adaptive jitter buffer
 //     of encoded packets (package media/rtpjitter: 40 ms to start, up to

@@ -14,6 +14,7 @@ import (
 	pion "github.com/pion/webrtc/v4"
 
 	"github.com/holdline/holdline/media"
+	"github.com/holdline/holdline/media/opusrtp"
 	"github.com/holdline/holdline/webrtc"
 )
 
@@ -143,7 +144,7 @@ func TestTheClientsReportedLossTurnsOnFEC(t *testing.T) {
 			select {
 			case pkt := <-agent:
 				ssrc = pkt.SSRC
-				switch fec := webrtc.HasLBRR(pkt.Payload); {
+				switch fec := opusrtp.HasFEC(pkt.Payload); {
 				case fec && reported:
 					withFEC++
 				case fec && i < 50:

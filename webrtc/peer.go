@@ -9,32 +9,17 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hraban/opus"
-	"github.com/pion/rtcp"
-	"github.com/pion/rtp"
 	"github.com/pion/sdp/v3"
 	pion "github.com/pion/webrtc/v4"
 
 	"github.com/holdline/holdline/media"
+	"github.com/holdline/holdline/media/opusrtp"
 )
 
 // ChannelLabel is the data channel a client opens for messages.
 const ChannelLabel = "holdline"
 
 const (
-	// opusClock is Opus's RTP clock rate, whatever rate it is coded at.
-	opusClock = 48000
-	// opusFrame is one 20 ms packet in RTP clock ticks.
-	opusFrame = opusClock / 50
-	// maxLossPercent bounds the loss the encoder is told to expect: above
-	// it, more FEC costs the audio more bits than it saves.
-	maxLossPercent = 30
-	// silenceTail is how many packets of digital silence are sent after
-	// sound before the sender pauses. They let a cut end in silence at
-	// the client rather than in its concealment of the last sound; after
-	// them nothing is sent until the next sound (as Opus DTX would), which
-	// saves the encoder and the network the idle time of every call.
-	silenceTail = 10
 	// maxChannelBuffer is how much may wait in the data channel before
 	// further messages are dropped rather than queued without bound.
 	maxChannelBuffer = 1 << 20
@@ -95,40 +80,10 @@ type Peer struct {
 	dc        *pion.DataChannel
 	closed    bool
 
-	out outbound
-	in  atomic.Pointer[input] // the caller's audio, once its track came
+	out *opusrtp.Sender
+	in  atomic.Pointer[opusrtp.Receiver] // the caller's audio, once its track came
 
 	messagesOut, droppedMsg atomic.Uint64
-}
-
-// outbound is the agent-audio sender state, touched only by WriteFrame's
-// caller (the session's player goroutine).
-type outbound struct {
-	mu      sync.Mutex
-	enc     *opus.Encoder
-	encRate int // the rate enc codes at: the frames' own, where Opus takes it
-	rs      *media.Resampler
-	rsFrom  int
-	pcm     []int16 // samples at encRate waiting for a whole packet
-	scratch []int16
-	payload []byte
-
-	// lossPerc is the loss the client reports (RTCP, from the peer's
-	// RTCP reader); lossSet what enc was last told.
-	lossPerc atomic.Int32
-	lossSet  int
-
-	quiet     int // packets of digital silence in a row
-	started   bool
-	start     time.Time
-	last      time.Time
-	ts        uint32
-	seq       uint16
-	ssrcBase  uint32
-	sent      atomic.Uint64
-	paused    atomic.Uint64 // silent packets not sent
-	dropped   atomic.Uint64
-	connected atomic.Bool
 }
 
 // Answer makes a peer for offer and returns it with its answer ready
@@ -150,12 +105,16 @@ func (t *Transport) Answer(ctx context.Context, offer string, h Handler) (*Peer,
 			p.Close()
 		}
 	}()
+	p.track, err = pion.NewTrackLocalStaticRTP(opusCodec, "audio", "holdline")
+	if err != nil {
+		return nil, fmt.Errorf("webrtc: track: %w", err)
+	}
+	p.out = opusrtp.NewSender(p.track, opusrtp.WithOpus(t.cfg.opusComplexity, t.cfg.opusBitrate), opusrtp.WithPayloadType(opusPayloadType))
 	// The encoder is made for the rate of the first frame; this one
 	// checks, before the client is answered, that one can be made at all.
-	if err := p.out.setRate(opusRate(16000), t.cfg); err != nil {
-		return nil, err
+	if err := p.out.Check(); err != nil {
+		return nil, fmt.Errorf("webrtc: %w", err)
 	}
-	p.out.payload = make([]byte, 1500)
 
 	pc.OnConnectionStateChange(p.onState)
 	pc.OnTrack(p.onTrack)
@@ -163,10 +122,6 @@ func (t *Transport) Answer(ctx context.Context, offer string, h Handler) (*Peer,
 
 	if err := pc.SetRemoteDescription(pion.SessionDescription{Type: pion.SDPTypeOffer, SDP: offer}); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadOffer, err)
-	}
-	p.track, err = pion.NewTrackLocalStaticRTP(opusCodec, "audio", "holdline")
-	if err != nil {
-		return nil, fmt.Errorf("webrtc: track: %w", err)
 	}
 	sender, err := pc.AddTrack(p.track)
 	if err != nil {
@@ -258,17 +213,17 @@ func (p *Peer) goRun(fn func()) {
 func (p *Peer) onState(s pion.PeerConnectionState) {
 	switch s {
 	case pion.PeerConnectionStateConnected:
-		p.out.connected.Store(true)
+		p.out.SetConnected(true)
 		if p.h.Connected != nil {
 			p.h.Connected(true)
 		}
 	case pion.PeerConnectionStateDisconnected:
-		p.out.connected.Store(false)
+		p.out.SetConnected(false)
 		if p.h.Connected != nil {
 			p.h.Connected(false)
 		}
 	case pion.PeerConnectionStateFailed, pion.PeerConnectionStateClosed:
-		p.out.connected.Store(false)
+		p.out.SetConnected(false)
 		// Closing from inside pion's callback would wait on itself.
 		go p.Close()
 	}
@@ -327,7 +282,7 @@ func (p *Peer) onTrack(track *pion.TrackRemote, _ *pion.RTPReceiver) {
 	if track.Kind() != pion.RTPCodecTypeAudio {
 		return
 	}
-	in, err := newInput(p.t.cfg.inputRate, p.h.Audio, p.t.cfg.jitter...)
+	in, err := opusrtp.NewReceiver(p.t.cfg.inputRate, p.h.Audio, p.t.cfg.jitter...)
 	if err != nil {
 		p.t.cfg.log.Error("webrtc: caller audio", "err", err)
 		return
@@ -338,7 +293,7 @@ func (p *Peer) onTrack(track *pion.TrackRemote, _ *pion.RTPReceiver) {
 	// The reader owns the playout: when the track ends (the peer closes),
 	// the reader returns and stops it.
 	stop := make(chan struct{})
-	p.goRun(func() { in.run(stop) })
+	p.goRun(func() { in.Run(stop) })
 	p.goRun(func() {
 		defer close(stop)
 		p.readAudio(track, in)
@@ -347,13 +302,13 @@ func (p *Peer) onTrack(track *pion.TrackRemote, _ *pion.RTPReceiver) {
 
 // readAudio puts the caller's packets into the input's jitter buffer until
 // the track ends.
-func (p *Peer) readAudio(track *pion.TrackRemote, in *input) {
+func (p *Peer) readAudio(track *pion.TrackRemote, in *opusrtp.Receiver) {
 	for {
 		pkt, _, err := track.ReadRTP()
 		if err != nil {
 			return
 		}
-		in.push(pkt, time.Now())
+		in.Push(pkt, time.Now())
 	}
 }
 
@@ -366,184 +321,32 @@ func (p *Peer) readRTCP(sender *pion.RTPSender, ssrc uint32) {
 		if err != nil {
 			return
 		}
-		for _, pkt := range pkts {
-			var reports []rtcp.ReceptionReport
-			switch r := pkt.(type) {
-			case *rtcp.ReceiverReport:
-				reports = r.Reports
-			case *rtcp.SenderReport: // a client that sends reports in its own
-				reports = r.Reports
-			}
-			for _, r := range reports {
-				if r.SSRC == ssrc {
-					p.out.lossPerc.Store(int32(lossPercent(r.FractionLost)))
-				}
-			}
-		}
+		p.out.ObserveRTCP(pkts, ssrc)
 	}
-}
-
-// lossPercent turns an RTCP fraction lost (of 256) into the percentage the
-// encoder is told to expect, rounded up (any loss asks for some FEC) and
-// at most maxLossPercent.
-func lossPercent(fraction uint8) int {
-	return min((int(fraction)*100+255)/256, maxLossPercent)
 }
 
 // WriteFrame sends agent audio: a media.Sink for the session's player. It
 // never blocks and never fails: audio that cannot go out (not connected
 // yet, a send error) is dropped and counted, because the player must keep
 // its pace whatever the network does.
-func (p *Peer) WriteFrame(f media.Frame) error {
-	o := &p.out
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if f.SampleRate <= 0 || len(f.Samples) == 0 {
-		return nil
-	}
-	// Opus codes 8, 12, 16, 24 and 48 kHz as they are: the pipeline's
-	// frames go in at their own rate, and only other rates are resampled.
-	if rate := opusRate(f.SampleRate); rate != o.encRate {
-		if err := o.setRate(rate, p.t.cfg); err != nil {
-			o.dropped.Add(1)
-			return nil
-		}
-	}
-	samples := f.Samples
-	if f.SampleRate != o.encRate {
-		if o.rs == nil || o.rsFrom != f.SampleRate {
-			rs, err := media.NewResampler(f.SampleRate, o.encRate)
-			if err != nil {
-				o.dropped.Add(1)
-				return nil
-			}
-			o.rs, o.rsFrom = rs, f.SampleRate
-		}
-		o.scratch = o.rs.Process(o.scratch[:0], f.Samples)
-		samples = o.scratch
-	}
-	o.pcm = append(o.pcm, samples...)
-	packet := o.encRate / 50
-	for len(o.pcm) >= packet {
-		p.sendPacket(o.pcm[:packet])
-		o.pcm = append(o.pcm[:0], o.pcm[packet:]...)
-	}
-	return nil
-}
-
-// opusRate is the rate Opus codes audio of this rate at: the rate itself
-// where Opus takes it, 48 kHz otherwise.
-func opusRate(rate int) int {
-	switch rate {
-	case 8000, 12000, 16000, 24000, 48000:
-		return rate
-	}
-	return 48000
-}
-
-// setRate makes the encoder for audio at rate (one Opus takes). Samples
-// of the old rate short of a packet are dropped: a rate change is a new
-// voice, at a frame boundary.
-func (o *outbound) setRate(rate int, cfg transportConfig) error {
-	enc, err := opus.NewEncoder(rate, 1, opus.AppVoIP)
-	if err != nil {
-		return fmt.Errorf("webrtc: opus encoder: %w", err)
-	}
-	_ = enc.SetComplexity(cfg.opusComplexity)
-	_ = enc.SetBitrate(cfg.opusBitrate)
-	// In-band FEC: each packet carries a coarse copy of the one before,
-	// which the client's decoder uses when that one is lost. libopus adds
-	// it in proportion to the loss it is told to expect.
-	_ = enc.SetInBandFEC(true)
-	o.lossSet = int(o.lossPerc.Load())
-	_ = enc.SetPacketLossPerc(o.lossSet)
-	o.enc, o.encRate = enc, rate
-	o.pcm = o.pcm[:0]
-	return nil
-}
-
-// sendPacket encodes and sends one 20 ms packet. Timestamps advance by a
-// packet per packet while audio is continuous, and jump with the wall
-// clock across a silence (marker bit set), so the client's jitter buffer
-// sees the pause as a pause, not as late audio.
-func (p *Peer) sendPacket(pcm []int16) {
-	o := &p.out
-	if !o.connected.Load() {
-		o.dropped.Add(1)
-		return
-	}
-	if l := int(o.lossPerc.Load()); l != o.lossSet {
-		_ = o.enc.SetPacketLossPerc(l)
-		o.lossSet = l
-	}
-	if silent(pcm) {
-		if o.quiet++; o.quiet > silenceTail && o.started {
-			o.paused.Add(1)
-			return
-		}
-	} else {
-		o.quiet = 0
-	}
-	n, err := o.enc.Encode(pcm, o.payload)
-	if err != nil {
-		o.dropped.Add(1)
-		return
-	}
-	now := time.Now()
-	marker := false
-	switch {
-	case !o.started:
-		o.started, o.start, marker = true, now, true
-	default:
-		next := o.ts + opusFrame
-		wall := uint32(now.Sub(o.start) * opusClock / time.Second)
-		if int32(wall-next) > 2*opusFrame {
-			next = wall / opusFrame * opusFrame
-			marker = true
-		}
-		o.ts = next
-		o.seq++
-	}
-	o.last = now
-	pkt := rtp.Packet{
-		Header: rtp.Header{
-			Version:        2,
-			Marker:         marker,
-			PayloadType:    opusPayloadType,
-			SequenceNumber: o.seq,
-			Timestamp:      o.ts,
-		},
-		Payload: o.payload[:n],
-	}
-	if err := p.track.WriteRTP(&pkt); err != nil {
-		o.dropped.Add(1)
-		return
-	}
-	o.sent.Add(1)
-}
-
-// silent reports whether pcm is digital silence.
-func silent(pcm []int16) bool {
-	for _, v := range pcm {
-		if v != 0 {
-			return false
-		}
-	}
-	return true
-}
+func (p *Peer) WriteFrame(f media.Frame) error { return p.out.WriteFrame(f) }
 
 // Stats returns the peer's counters.
 func (p *Peer) Stats() Stats {
+	out := p.out.Stats()
 	s := Stats{
-		PacketsOut:   p.out.sent.Load(),
-		LossReported: int(p.out.lossPerc.Load()),
-		DroppedOut:   p.out.dropped.Load(),
-		PausedOut:    p.out.paused.Load(),
+		PacketsOut:   out.Sent,
+		LossReported: out.LossReported,
+		DroppedOut:   out.Dropped,
+		PausedOut:    out.Paused,
 		MessagesOut:  p.messagesOut.Load(),
 		DroppedMsg:   p.droppedMsg.Load(),
 	}
 	if in := p.in.Load(); in != nil {
-		in.stats(&s)
+		rs := in.Stats()
+		s.PacketsIn, s.Lost, s.Late, s.Duplicates = rs.PacketsIn, rs.Lost, rs.Late, rs.Duplicates
+		s.Concealed, s.FECRecovered, s.DecodeErrors = rs.Concealed, rs.FECRecovered, rs.DecodeErrors
+		s.JitterDelay, s.MaxJitterDelay = rs.JitterDelay, rs.MaxJitterDelay
 	}
 	return s
 }

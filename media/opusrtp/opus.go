@@ -1,4 +1,4 @@
-package webrtc
+package opusrtp
 
 // What a receiver needs to know of an Opus packet without decoding it
 // (RFC 6716 section 3): how much audio it holds, and whether it carries
@@ -114,3 +114,7 @@ func firstFrame(p []byte) []byte {
 	}
 	return p[off:]
 }
+
+// HasFEC reports whether an Opus packet carries in-band FEC for the packet
+// before it (SILK's LBRR), as libopus 1.5's opus_packet_has_lbrr would.
+func HasFEC(p []byte) bool { return hasLBRR(p) }

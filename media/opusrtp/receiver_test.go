@@ -1,4 +1,4 @@
-package webrtc
+package opusrtp
 
 import (
 	"math"
@@ -88,12 +88,12 @@ type arrival struct {
 // arriving when net says (ok false: lost), with a pause of pauseFor
 // before packet pauseAt (0: none), and returns what the session got and
 // the peer's figures.
-func deliver(t *testing.T, packets [][]byte, net func(i int) (time.Duration, bool), pauseAt int, pauseFor time.Duration) ([]int16, Stats) {
+func deliver(t *testing.T, packets [][]byte, net func(i int) (time.Duration, bool), pauseAt int, pauseFor time.Duration) ([]int16, ReceiverStats) {
 	t.Helper()
 	var got []int16
-	var st Stats
+	var st ReceiverStats
 	synctest.Test(t, func(t *testing.T) {
-		in, err := newInput(16000, func(f media.Frame) { got = append(got, f.Samples...) })
+		in, err := NewReceiver(16000, func(f media.Frame) { got = append(got, f.Samples...) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +111,7 @@ func deliver(t *testing.T, packets [][]byte, net func(i int) (time.Duration, boo
 		stop, done := make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(done)
-			in.run(stop)
+			in.Run(stop)
 		}()
 		start := time.Now()
 		// Out of phase with the playout clock, as a network is.
@@ -122,7 +122,7 @@ func deliver(t *testing.T, packets [][]byte, net func(i int) (time.Duration, boo
 			if pauseAt > 0 && a.i >= pauseAt {
 				ts += uint32(pauseFor / time.Second * opusClock)
 			}
-			in.push(&rtp.Packet{
+			in.Push(&rtp.Packet{
 				Header:  rtp.Header{SequenceNumber: uint16(60000 + a.i), Timestamp: 4_294_000_000 + ts, Marker: a.i == pauseAt},
 				Payload: packets[a.i],
 			}, time.Now())
@@ -130,7 +130,7 @@ func deliver(t *testing.T, packets [][]byte, net func(i int) (time.Duration, boo
 		time.Sleep(300 * time.Millisecond)
 		close(stop)
 		<-done
-		in.stats(&st)
+		st = in.Stats()
 	})
 	return got, st
 }

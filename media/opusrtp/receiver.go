@@ -1,4 +1,4 @@
-package webrtc
+package opusrtp
 
 import (
 	"fmt"
@@ -12,13 +12,13 @@ import (
 	"github.com/holdline/holdline/media/rtpjitter"
 )
 
-// input is the caller's audio on its way to the session: packets go into
-// a jitter buffer of encoded packets as they arrive (the track reader's
-// goroutine), and the playout goroutine decodes one frame period's worth
-// every 20 ms, so that a lost packet can be rebuilt from the next one's
-// in-band FEC, and the session gets a steady clock of frames whatever the
-// network does.
-type input struct {
+// Receiver is the caller's audio on its way to the session: packets go
+// into a jitter buffer of encoded packets as they arrive (Push, from the
+// track reader's goroutine), and the playout goroutine (Run) decodes one
+// frame period's worth every 20 ms, so that a lost packet can be rebuilt
+// from the next one's in-band FEC, and the session gets a steady clock of
+// frames whatever the network does.
+type Receiver struct {
 	jb      *rtpjitter.Buffer
 	dec     *opus.Decoder
 	rate    int // the decoder's
@@ -30,23 +30,43 @@ type input struct {
 	packetsIn, fec, concealed, decodeErrors atomic.Uint64
 }
 
-func newInput(rate int, audio func(media.Frame), opts ...rtpjitter.Option) (*input, error) {
+// ReceiverStats counts what the network did to the caller's audio.
+type ReceiverStats struct {
+	PacketsIn uint64
+	// Lost counts packets missing at their playout time (never received,
+	// or received late); FECRecovered those of them rebuilt from the next
+	// packet's in-band FEC. Concealed counts the frame periods filled by
+	// the decoder's loss concealment instead.
+	Lost, FECRecovered, Concealed uint64
+	// Late counts packets dropped because they came after their slot was
+	// played; Duplicates, packets received twice.
+	Late, Duplicates uint64
+	DecodeErrors     uint64
+	// JitterDelay is the delay the jitter buffer adds now (it adapts to
+	// the network's jitter, up to MaxJitterDelay).
+	JitterDelay, MaxJitterDelay time.Duration
+}
+
+// NewReceiver returns a receiver that hands audio 20 ms frames at rate
+// (16 kHz for the pipeline), from one goroutine (Run's). The options set
+// its jitter buffer; its clock is Opus's 48 kHz.
+func NewReceiver(rate int, audio func(media.Frame), opts ...rtpjitter.Option) (*Receiver, error) {
 	// Decoding straight at the pipeline's rate, where Opus can, costs less
 	// than decoding at 48 kHz and resampling.
 	decRate := opusRate(rate)
 	dec, err := opus.NewDecoder(decRate, 1)
 	if err != nil {
-		return nil, fmt.Errorf("webrtc: opus decoder: %w", err)
+		return nil, fmt.Errorf("opusrtp: opus decoder: %w", err)
 	}
 	framer, err := media.NewFramer(rate, media.DefaultFrameDuration)
 	if err != nil {
-		return nil, fmt.Errorf("webrtc: framer: %w", err)
+		return nil, fmt.Errorf("opusrtp: framer: %w", err)
 	}
 	jb, err := rtpjitter.New(append([]rtpjitter.Option{rtpjitter.WithClockRate(opusClock)}, opts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("webrtc: %w", err)
+		return nil, fmt.Errorf("opusrtp: %w", err)
 	}
-	return &input{
+	return &Receiver{
 		jb: jb, dec: dec, rate: decRate, framer: framer,
 		emit: func(f media.Frame) error {
 			if audio != nil {
@@ -59,8 +79,8 @@ func newInput(rate int, audio func(media.Frame), opts ...rtpjitter.Option) (*inp
 	}, nil
 }
 
-// push takes a packet from the network.
-func (in *input) push(pkt *rtp.Packet, now time.Time) {
+// Push takes a packet from the network.
+func (in *Receiver) Push(pkt *rtp.Packet, now time.Time) {
 	in.packetsIn.Add(1)
 	_ = in.jb.Push(rtpjitter.Packet{
 		Seq: pkt.SequenceNumber, Timestamp: pkt.Timestamp, Marker: pkt.Marker,
@@ -68,8 +88,8 @@ func (in *input) push(pkt *rtp.Packet, now time.Time) {
 	}, now)
 }
 
-// run ticks the playout every frame period until stop is closed.
-func (in *input) run(stop <-chan struct{}) {
+// Run ticks the playout every frame period until stop is closed.
+func (in *Receiver) Run(stop <-chan struct{}) {
 	t := time.NewTicker(media.DefaultFrameDuration)
 	defer t.Stop()
 	for {
@@ -77,14 +97,14 @@ func (in *input) run(stop <-chan struct{}) {
 		case <-stop:
 			return
 		case <-t.C:
-			in.tick(time.Now())
+			in.Tick(time.Now())
 		}
 	}
 }
 
-// tick decodes what the jitter buffer hands out for one frame period and
-// passes it on as frames.
-func (in *input) tick(now time.Time) {
+// Tick decodes what the jitter buffer hands out for one frame period and
+// passes it on as frames. Run calls it; tests may instead.
+func (in *Receiver) Tick(now time.Time) {
 	in.jb.Tick(now)
 	for {
 		it, ok := in.jb.Next(in.payload)
@@ -125,15 +145,16 @@ func (in *input) tick(now time.Time) {
 	}
 }
 
-func (in *input) conceal(out []int16) {
+func (in *Receiver) conceal(out []int16) {
 	if in.dec.DecodePLC(out) != nil {
 		clear(out)
 	}
 	in.concealed.Add(1)
 }
 
-// inputStats are the input's part of Stats.
-func (in *input) stats(s *Stats) {
+// Stats returns the receiver's counters.
+func (in *Receiver) Stats() ReceiverStats {
+	var s ReceiverStats
 	js := in.jb.Stats()
 	s.PacketsIn = in.packetsIn.Load()
 	s.Lost = js.Lost
@@ -144,4 +165,5 @@ func (in *input) stats(s *Stats) {
 	s.DecodeErrors = in.decodeErrors.Load()
 	s.JitterDelay = in.jb.Delay()
 	s.MaxJitterDelay = in.jb.MaxDelay()
+	return s
 }

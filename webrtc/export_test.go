@@ -1,4 +1,0 @@
-package webrtc
-
-// HasLBRR is hasLBRR, for the external tests.
-var HasLBRR = hasLBRR
