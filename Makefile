@@ -20,6 +20,10 @@ APT_TEST_PACKAGES := chromium sip-tester baresip-core redis-server coturn promet
 MODELS_DIR ?= $(HOME)/.cache/holdline
 ORT_NPM := onnxruntime-node@1.30.0
 SILERO_NPM := @livekit/agents-plugin-silero@1.9.0
+# livekit-server for the LiveKit tests and the bench, built from its Go
+# module (about two minutes, once) where internal/livekittest looks for it:
+# os.UserCacheDir()/holdline/livekit-server-v1.8.4/livekit-server.
+LIVEKIT_SERVER := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/holdline/livekit-server-v1.8.4/livekit-server
 
 # ECHO_TIMED are the carrier tests that judge barge-in on an echoing line
 # in real time (make test runs them on their own).
@@ -41,7 +45,7 @@ run: deps build
 deps:
 	@$(MAKE) --no-print-directory apt PACKAGES="$(APT_PACKAGES)"
 
-test-deps: deps
+test-deps: deps $(LIVEKIT_SERVER)
 	@$(MAKE) --no-print-directory apt PACKAGES="$(APT_TEST_PACKAGES)"
 	@if [ -s /run/kamailio/kamailio.pid ] && kill -0 "$$(cat /run/kamailio/kamailio.pid)" 2>/dev/null; then \
 		echo "stopping the kamailio service the package started"; \
@@ -52,6 +56,9 @@ test-deps: deps
 		systemctl disable --now haproxy 2>/dev/null || kill "$$(cat /run/haproxy.pid)"; \
 	fi
 	@test -d test/browser/node_modules/playwright-core -a -d test/browser/node_modules/whip-whep || (cd test/browser && npm ci --no-audit --no-fund)
+
+$(LIVEKIT_SERVER):
+	$(GO) run ./internal/livekittest/cmd/buildlivekit
 
 apt:
 	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

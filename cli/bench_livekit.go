@@ -12,7 +12,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,19 +21,16 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/livekit/protocol/livekit"
 	protologger "github.com/livekit/protocol/logger"
 	lksdk "github.com/livekit/server-sdk-go/v2"
-	pion "github.com/pion/webrtc/v4"
 
+	"github.com/holdline/holdline/internal/livekittest"
 	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/openaitest"
 	"github.com/holdline/holdline/runtime"
-	"github.com/holdline/holdline/webrtc/rtctest"
 )
 
 // bench latency --runtime livekit answers the caller with a LiveKit Agents
@@ -49,10 +45,8 @@ import (
 var benchRuntimes = []string{"holdline", "livekit", "both"}
 
 const (
-	// livekitServerVersion is the livekit-server built for the bench:
-	// later versions replace pion with forks the module proxy does not
-	// serve (docs: DESIGN §9).
-	livekitServerVersion = "v1.8.4"
+	// livekitServerVersion is the livekit-server built for the bench.
+	livekitServerVersion = livekittest.Version
 	// livekitAgentsVersion is the @livekit/agents test/latency-livekit pins.
 	livekitAgentsVersion = "1.9.0"
 	// livekitAgentDir holds the agent, its package.json and lock.
@@ -64,9 +58,6 @@ const (
 	// livekitStart bounds each start-up wait: the server, a worker's
 	// registration, the agent joining the room and greeting.
 	livekitStart = 60 * time.Second
-	// livekitStopGrace is how long a process has to exit on SIGTERM before
-	// it is killed: livekit-server and rtc-node take several seconds.
-	livekitStopGrace = 5 * time.Second
 	// livekitCooldown is the pause after a LiveKit call, once its job has
 	// ended, so that the job process's exit and the worker's pool are not
 	// still busy on the two cores when the next round is measured.
@@ -170,7 +161,7 @@ func (c *cli) benchLatencyAcross(ctx context.Context, which string, b benchSetup
 
 	// LiveKit: the server, then a worker per configuration, each started
 	// once and kept for every round; all stopped by PID on the way out.
-	bin, err := livekitServerBinary(ctx, c.stderr)
+	bin, err := livekittest.Binary(ctx, c.stderr)
 	if err != nil {
 		return err
 	}
@@ -189,11 +180,11 @@ func (c *cli) benchLatencyAcross(ctx context.Context, which string, b benchSetup
 	if b.verbose {
 		logs = c.stderr
 	}
-	srv, err := startLivekitServer(ctx, bin, work, logs)
+	srv, err := livekittest.Start(ctx, bin, work, logs, livekittest.WithKey(livekitAPIKey, livekitAPISecret))
 	if err != nil {
-		return err
+		return fmt.Errorf("bench latency: %w (run with -v to see its log)", err)
 	}
-	defer srv.stop()
+	defer srv.Stop()
 	workers := map[bool]*livekitWorker{}
 	for _, r := range rows {
 		if r.runtime != "livekit" {
@@ -224,7 +215,7 @@ func (c *cli) benchLatencyAcross(ctx context.Context, which string, b benchSetup
 			names = append(names, r.label)
 		}
 		fmt.Fprintf(c.stderr, "bench latency: the %s agent, %d turns each for %s, in rounds of %d (one call each), against openaitest at %s; livekit-server %s on %s\n",
-			b.name, b.set.turns, strings.Join(names, "; "), roundTurns, b.fake.URL(), livekitServerVersion, srv.url)
+			b.name, b.set.turns, strings.Join(names, "; "), roundTurns, b.fake.URL(), livekitServerVersion, srv.URL)
 	}
 	if b.note != "" {
 		fmt.Fprintln(c.stderr, "note:", b.note)
@@ -479,66 +470,6 @@ func writeComparisonTable(w io.Writer, comp benchComparison) {
 	fmt.Fprintln(w, "\nat: after the end of the caller's speech; step: after the stage it follows")
 }
 
-// livekitServerBinary is livekit-server, built from its module into the
-// cache the first time (about two minutes with the module cache empty).
-func livekitServerBinary(ctx context.Context, stderr io.Writer) (string, error) {
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("bench latency: where to keep livekit-server: %w", err)
-	}
-	dir := filepath.Join(cache, "holdline", "livekit-server-"+livekitServerVersion)
-	bin := filepath.Join(dir, "livekit-server")
-	if fi, err := os.Stat(bin); err == nil && fi.Mode()&0o111 != 0 {
-		return bin, nil
-	}
-	if _, err := exec.LookPath("go"); err != nil {
-		return "", fmt.Errorf("bench latency: livekit-server %s is built from its Go module, and there is no go on PATH: %w", livekitServerVersion, err)
-	}
-	fmt.Fprintf(stderr, "bench latency: building livekit-server %s into %s (once; a few minutes)\n", livekitServerVersion, dir)
-	tmp, err := os.MkdirTemp("", "holdline-livekit-server-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(tmp)
-	goCmd := func(dir string, args ...string) ([]byte, error) {
-		cmd := exec.CommandContext(ctx, "go", args...)
-		cmd.Dir = dir
-		// The module's own go.mod and go.sum, whatever workspace is
-		// around.
-		cmd.Env = append(os.Environ(), "GOWORK=off")
-		var errb bytes.Buffer
-		cmd.Stderr = &errb
-		out, err := cmd.Output()
-		if err != nil {
-			return nil, fmt.Errorf("go %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(errb.Bytes()))
-		}
-		return out, nil
-	}
-	out, err := goCmd(tmp, "mod", "download", "-json", "github.com/livekit/livekit-server@"+livekitServerVersion)
-	if err != nil {
-		return "", fmt.Errorf("bench latency: %w", err)
-	}
-	var mod struct{ Dir string }
-	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		return "", fmt.Errorf("bench latency: go mod download said %q", out)
-	}
-	// The module cache is read-only, and the build writes go.sum entries.
-	src := filepath.Join(tmp, "src")
-	if err := os.CopyFS(src, os.DirFS(mod.Dir)); err != nil {
-		return "", fmt.Errorf("bench latency: copying livekit-server's module: %w", err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	if _, err := goCmd(src, "build", "-o", bin+".tmp", "./cmd/server"); err != nil {
-		return "", fmt.Errorf("bench latency: building livekit-server: %w", err)
-	}
-	if err := os.Rename(bin+".tmp", bin); err != nil {
-		return "", err
-	}
-	return bin, nil
-}
-
 // livekitAgentInstall finds test/latency-livekit above the working
 // directory and installs its packages with npm ci, unless the lock file is
 // the one installed last time.
@@ -587,170 +518,19 @@ func livekitAgentInstall(ctx context.Context, stderr io.Writer) (string, error) 
 	return dir, nil
 }
 
-// freePort is a port on 127.0.0.1 nothing listens on now, for network
-// ("tcp" or "udp").
-func freePort(network string) (int, error) {
-	if network == "udp" {
-		pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		defer pc.Close()
-		return pc.LocalAddr().(*net.UDPAddr).Port, nil
-	}
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// process is a child the bench started, in a process group of its own so
-// that what it starts in turn (rtc-node's job processes) stops with it.
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{} // closed once it has exited
-}
-
-func startProcess(name string, cmd *exec.Cmd) (*process, error) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", name, err)
-	}
-	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		_ = cmd.Wait()
-	}()
-	return p, nil
-}
-
-// stop ends the process group by its id: SIGTERM, then SIGKILL past
-// livekitStopGrace.
-func (p *process) stop() {
-	pgid := p.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(livekitStopGrace):
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		<-p.done
-	}
-	// The group may outlive its leader.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-}
-
-// livekitServer is livekit-server on 127.0.0.1.
-type livekitServer struct {
-	url     string // ws://127.0.0.1:port, for the rooms
-	httpURL string // the same for the server API
-	proc    *process
-	// stun is the STUN server livekit-server hands its clients: a
-	// loopback socket that never answers. Without one it hands them
-	// public STUN servers, and pion and libwebrtc would send packets off
-	// the machine.
-	stun net.PacketConn
-}
-
-func startLivekitServer(ctx context.Context, bin, work string, logs io.Writer) (_ *livekitServer, err error) {
-	port, err := freePort("tcp")
-	if err != nil {
-		return nil, err
-	}
-	rtcPort, err := freePort("udp")
-	if err != nil {
-		return nil, err
-	}
-	s := &livekitServer{url: fmt.Sprintf("ws://127.0.0.1:%d", port), httpURL: fmt.Sprintf("http://127.0.0.1:%d", port)}
-	s.stun, err = net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			s.stop()
-		}
-	}()
-	// Everything on 127.0.0.1: the API, one UDP port for media, no TCP
-	// media port (it would listen on every interface), no external IP
-	// discovery, no TURN, loopback candidates only.
-	conf := fmt.Sprintf(`port: %d
-bind_addresses: ["127.0.0.1"]
-rtc:
-  udp_port: %d
-  tcp_port: 0
-  node_ip: 127.0.0.1
-  use_external_ip: false
-  enable_loopback_candidate: true
-  interfaces:
-    includes: ["lo"]
-  ips:
-    includes: ["127.0.0.1/32"]
-  stun_servers: ["%s"]
-turn:
-  enabled: false
-keys:
-  %s: %s
-logging:
-  level: warn
-`, port, rtcPort, s.stun.LocalAddr(), livekitAPIKey, livekitAPISecret)
-	confPath := filepath.Join(work, "livekit.yaml")
-	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, "--config", confPath)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	s.proc, err = startProcess("livekit-server", cmd)
-	if err != nil {
-		return nil, fmt.Errorf("bench latency: %w", err)
-	}
-	// Ready when its HTTP port answers.
-	deadline := time.Now().Add(livekitStart)
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.httpURL+"/", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s, nil
-			}
-		}
-		select {
-		case <-s.proc.done:
-			return nil, fmt.Errorf("bench latency: livekit-server exited at start (%v); run with -v to see its log", s.proc.cmd.ProcessState)
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("bench latency: livekit-server did not answer on %s within %v", s.httpURL, livekitStart)
-		}
-	}
-}
-
-func (s *livekitServer) stop() {
-	if s.proc != nil {
-		s.proc.stop()
-	}
-	if s.stun != nil {
-		s.stun.Close()
-	}
-}
-
 // livekitWorker is one LiveKit Agents worker running agent.mjs, registered
 // under a name of its own (explicit dispatch), with preemptive generation
 // on or off.
 type livekitWorker struct {
 	name   string
 	port   int
-	proc   *process
+	proc   *livekittest.Process
 	events *livekitEvents
 	read   sync.WaitGroup // the output reader
 }
 
-func startLivekitWorker(ctx context.Context, agentDir, work string, srv *livekitServer, openAIURL string, set latencySettings, preemptive bool, logs io.Writer) (_ *livekitWorker, err error) {
-	port, err := freePort("tcp")
+func startLivekitWorker(ctx context.Context, agentDir, work string, srv *livekittest.Server, openAIURL string, set latencySettings, preemptive bool, logs io.Writer) (_ *livekitWorker, err error) {
+	port, err := livekittest.FreePort("tcp")
 	if err != nil {
 		return nil, err
 	}
@@ -760,7 +540,7 @@ func startLivekitWorker(ctx context.Context, agentDir, work string, srv *livekit
 		return nil, err
 	}
 	w.events = &livekitEvents{path: path}
-	inference, err := freePort("tcp")
+	inference, err := livekittest.FreePort("tcp")
 	if err != nil {
 		return nil, err
 	}
@@ -769,9 +549,9 @@ func startLivekitWorker(ctx context.Context, agentDir, work string, srv *livekit
 	cmd.Env = append(os.Environ(),
 		// Without it rtc-node logs debug lines to stdout.
 		"NODE_ENV=production",
-		"LIVEKIT_URL="+srv.url,
-		"LIVEKIT_API_KEY="+livekitAPIKey,
-		"LIVEKIT_API_SECRET="+livekitAPISecret,
+		"LIVEKIT_URL="+srv.URL,
+		"LIVEKIT_API_KEY="+srv.APIKey,
+		"LIVEKIT_API_SECRET="+srv.APISecret,
 		// Anything that would call LiveKit Cloud's inference gateway calls
 		// a closed loopback port instead.
 		fmt.Sprintf("LIVEKIT_INFERENCE_URL=http://127.0.0.1:%d/v1", inference),
@@ -789,7 +569,7 @@ func startLivekitWorker(ctx context.Context, agentDir, work string, srv *livekit
 		return nil, err
 	}
 	cmd.Stderr = logs
-	w.proc, err = startProcess("the LiveKit worker", cmd)
+	w.proc, err = livekittest.StartProcess("the LiveKit worker", cmd)
 	if err != nil {
 		return nil, fmt.Errorf("bench latency: %w", err)
 	}
@@ -819,8 +599,8 @@ func startLivekitWorker(ctx context.Context, agentDir, work string, srv *livekit
 	select {
 	case <-registered:
 		return w, nil
-	case <-w.proc.done:
-		return nil, fmt.Errorf("bench latency: the LiveKit worker (node %s/agent.mjs) exited at start (%v); run with -v to see its log", agentDir, w.proc.cmd.ProcessState)
+	case <-w.proc.Done():
+		return nil, fmt.Errorf("bench latency: the LiveKit worker (node %s/agent.mjs) exited at start (%v); run with -v to see its log", agentDir, w.proc.Cmd.ProcessState)
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-time.After(livekitStart):
@@ -829,7 +609,7 @@ func startLivekitWorker(ctx context.Context, agentDir, work string, srv *livekit
 }
 
 func (w *livekitWorker) stop() {
-	w.proc.stop()
+	w.proc.Stop()
 	w.read.Wait()
 }
 
@@ -916,67 +696,6 @@ func (l *livekitEvents) of(room string) ([]livekitEvent, error) {
 	return out, nil
 }
 
-// livekitCaller is the caller in a LiveKit room, with the microphone and
-// speaker of rtctest's client: it speaks and listens exactly as the
-// caller of Holdline's run does.
-type livekitCaller struct {
-	room *lksdk.Room
-	*rtctest.Microphone
-	*rtctest.Speaker
-
-	stop chan struct{}
-	wg   sync.WaitGroup // the microphone and the listeners
-}
-
-func dialLivekit(srv *livekitServer, room string) (*livekitCaller, error) {
-	c := &livekitCaller{stop: make(chan struct{}), Speaker: rtctest.NewSpeaker(nil)}
-	cb := lksdk.NewRoomCallback()
-	cb.ParticipantCallback.OnTrackSubscribed = func(tr *pion.TrackRemote, _ *lksdk.RemoteTrackPublication, _ *lksdk.RemoteParticipant) {
-		if tr.Kind() != pion.RTPCodecTypeAudio {
-			return
-		}
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			c.Listen(tr)
-		}()
-	}
-	r, err := lksdk.ConnectToRoom(srv.url, lksdk.ConnectInfo{
-		APIKey: livekitAPIKey, APISecret: livekitAPISecret, RoomName: room, ParticipantIdentity: "caller",
-	}, cb, lksdk.WithAutoSubscribe(true))
-	if err != nil {
-		return nil, fmt.Errorf("joining room %s: %w", room, err)
-	}
-	c.room = r
-	if c.Microphone, err = rtctest.NewMicrophone("caller"); err != nil {
-		c.Close()
-		return nil, err
-	}
-	if _, err := r.LocalParticipant.PublishTrack(c.Track(), &lksdk.TrackPublicationOptions{Name: "microphone", Source: livekit.TrackSource_MICROPHONE}); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("publishing the caller's microphone: %w", err)
-	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.Run(c.stop)
-	}()
-	return c, nil
-}
-
-// Close leaves the room.
-func (c *livekitCaller) Close() {
-	select {
-	case <-c.stop:
-	default:
-		close(c.stop)
-	}
-	if c.room != nil {
-		c.room.Disconnect()
-	}
-	c.wg.Wait()
-}
-
 // livekitRun is the caller's turns with one LiveKit configuration.
 type livekitRun struct {
 	settings   latencySettings
@@ -986,7 +705,7 @@ type livekitRun struct {
 	speech     map[string][]int16
 	setLine    func(string)
 	stderr     io.Writer
-	srv        *livekitServer
+	srv        *livekittest.Server
 	worker     *livekitWorker
 	logger     *slog.Logger
 
@@ -999,16 +718,15 @@ type livekitRun struct {
 // not be made, ctx ended); a turn that was not measured says why in its
 // Error.
 func (r *livekitRun) round(ctx context.Context, room string, n int) error {
-	c, err := dialLivekit(r.srv, room)
+	c, err := livekittest.DialCaller(ctx, r.srv, room, "caller")
 	if err != nil {
 		return err
 	}
-	rooms := lksdk.NewRoomServiceClient(r.srv.httpURL, livekitAPIKey, livekitAPISecret)
 	defer func() {
 		c.Close()
 		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if _, err := rooms.DeleteRoom(dctx, &livekit.DeleteRoomRequest{Room: room}); err != nil {
+		if err := r.srv.DeleteRoom(dctx, room); err != nil {
 			r.logger.Warn("bench latency: deleting the room", "room", room, "err", err)
 		}
 		// The next round starts once the job has ended and its process
@@ -1021,9 +739,8 @@ func (r *livekitRun) round(ctx context.Context, room string, n int) error {
 		}
 		sleepCtx(ctx, livekitCooldown)
 	}()
-	dispatch := lksdk.NewAgentDispatchServiceClient(r.srv.httpURL, livekitAPIKey, livekitAPISecret)
-	if _, err := dispatch.CreateDispatch(ctx, &livekit.CreateAgentDispatchRequest{AgentName: r.worker.name, Room: room}); err != nil {
-		return fmt.Errorf("dispatching the agent to %s: %w", room, err)
+	if err := r.srv.Dispatch(ctx, room, r.worker.name, ""); err != nil {
+		return err
 	}
 	// The greeting first.
 	sctx, cancel := context.WithTimeout(ctx, livekitStart)
@@ -1131,7 +848,7 @@ func (r *livekitRun) settle(ctx context.Context, room string, from time.Time, sp
 
 // turn speaks line and measures the answer. It returns an error only when
 // ctx ended.
-func (r *livekitRun) turn(ctx context.Context, c *livekitCaller, room string, n int, line string) (latencyTurn, error) {
+func (r *livekitRun) turn(ctx context.Context, c *livekittest.Caller, room string, n int, line string) (latencyTurn, error) {
 	t := latencyTurn{Turn: n, Said: line}
 	pcm := r.speech[line]
 	spoken := time.Duration(len(pcm)) * time.Second / media.Rate48k
@@ -1181,7 +898,7 @@ func (r *livekitRun) turn(ctx context.Context, c *livekitCaller, room string, n 
 	}
 	var heard time.Time
 	err = poll(tctx, "the agent's answer", func() (bool, error) {
-		heard = firstLoud(c.Levels(), end)
+		heard = firstLoud(c.Levels(""), end)
 		return !heard.IsZero(), nil
 	})
 	if err != nil {
