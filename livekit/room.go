@@ -81,7 +81,8 @@ type room struct {
 	mu          sync.Mutex
 	caller      string // the caller's identity, once chosen
 	callerKind  lksdk.ParticipantKind
-	callerTrack string // the SID of the caller's microphone track, while subscribed
+	callerPub   string // the SID of the caller's audio track the agent listens to
+	callerTrack string // the same, once subscribed (for transcriptions)
 	rxStop      chan struct{}
 	hc          *calls.Call
 	up          bool // the caller's audio flows
@@ -340,9 +341,19 @@ func (r *room) onTrackPublished(pub *lksdk.RemoteTrackPublication, rp *lksdk.Rem
 		r.callerOnce.Do(func() { close(r.callerC) })
 	}
 	isCaller := r.caller == rp.Identity()
+	second := isCaller && r.callerPub != "" && r.callerPub != pub.SID()
+	if isCaller && !second {
+		r.callerPub = pub.SID()
+	}
 	r.mu.Unlock()
 	if !isCaller {
 		r.ignore(rp.Identity(), "another participant's audio is not heard: the agent listens to its caller", "participant", rp.Identity())
+		return
+	}
+	if second {
+		// One caller, one voice: the track the agent listens to stays
+		// until it is unpublished.
+		r.ignore(rp.Identity()+"/"+pub.SID(), "a second audio track of the caller is ignored", "participant", rp.Identity(), "track", pub.SID())
 		return
 	}
 	if err := pub.SetSubscribed(true); err != nil {
@@ -377,7 +388,7 @@ func (r *room) onTrackSubscribed(track *pion.TrackRemote, pub *lksdk.RemoteTrack
 	}
 	stop := make(chan struct{})
 	r.mu.Lock()
-	if r.leaving || rp.Identity() != r.caller {
+	if r.leaving || rp.Identity() != r.caller || pub.SID() != r.callerPub {
 		r.mu.Unlock()
 		return
 	}
@@ -431,7 +442,7 @@ func (r *room) push(f media.Frame) {
 // onTrackUnpublished: the caller's microphone gone is the connection lost.
 func (r *room) onTrackUnpublished(pub *lksdk.RemoteTrackPublication, rp *lksdk.RemoteParticipant) {
 	r.mu.Lock()
-	mine := rp.Identity() == r.caller && pub.SID() == r.callerTrack
+	mine := rp.Identity() == r.caller && pub.SID() == r.callerPub
 	r.mu.Unlock()
 	if mine {
 		r.callerGone("the caller's microphone was unpublished")
@@ -467,7 +478,7 @@ func (r *room) dropCaller() (*calls.Call, bool) {
 		r.rxStop = nil
 	}
 	was := r.up
-	r.up, r.callerTrack = false, ""
+	r.up, r.callerPub, r.callerTrack = false, "", ""
 	return r.hc, was
 }
 
