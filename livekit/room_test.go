@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -366,4 +368,67 @@ func TestMain(m *testing.M) {
 	// The test callers' SDK chatter; the agent's goes to its own log.
 	lksdk.SetLogger(lklogger.GetDiscardLogger())
 	os.Exit(m.Run())
+}
+
+// The caller talks over the agent's long answer, trial after trial: the
+// time from the caller's onset to the agent's track going quiet at the
+// caller, through livekit-server, as p50, p95 and max.
+// HOLDLINE_LIVEKIT_TRIALS sets the number of trials (5 unless set; the
+// figure in the README is from 20).
+func TestBargeInThroughLiveKit(t *testing.T) {
+	trials := 5
+	if n, err := strconv.Atoi(os.Getenv("HOLDLINE_LIVEKIT_TRIALS")); err == nil && n > 0 {
+		trials = n
+	}
+	r := newRig(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Duration(30+8*trials)*time.Second)
+	defer cancel()
+	const room = "interrupted"
+	r.serve(t, ctx, room)
+	c, err := livekittest.DialCaller(ctx, r.srv, room, "caller")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	agentID := "agent-" + room
+	hc := r.call(t, ctx)
+	waitEvent(t, ctx, hc, "the greeting played", kind(events.PlayoutDone))
+	var gaps []time.Duration
+	var seq uint64
+	for i := range trials {
+		question := fmt.Sprintf("What times are available? (%d)", i)
+		c.SendChat(question)
+		asked := waitEvent(t, ctx, hc, "the question", func(e events.Event) bool {
+			return e.Kind == events.UserTurn && e.Text == question && e.Seq > seq
+		})
+		turn := waitEvent(t, ctx, hc, "the answer playing", func(e events.Event) bool {
+			return e.Kind == events.PlayoutStarted && e.Seq > asked.Seq
+		})
+		playing := time.Now()
+		if err := c.Wait(ctx, "the answer's audio", func(c *livekittest.Caller) bool { return c.Heard(agentID, playing.Add(400*time.Millisecond)) }); err != nil {
+			t.Fatal(err)
+		}
+		r.agents.last().Say("wait")
+		c.Say(rtctest.Tone(600*time.Millisecond, 0.3))
+		waitEvent(t, ctx, hc, "the answer cut", func(e events.Event) bool {
+			return e.Kind == events.PlayoutTruncate && e.Epoch == turn.Epoch
+		})
+		onsets := c.Onsets()
+		onset := onsets[len(onsets)-1]
+		// Until the agent answers "wait", its track is quiet.
+		settled := waitEvent(t, ctx, hc, "the agent settled", func(e events.Event) bool {
+			return e.Kind == events.Idle && e.Seq > turn.Seq
+		})
+		seq = settled.Seq
+		gaps = append(gaps, lastLoud(c.Levels(agentID), onset, 300*time.Millisecond).Sub(onset))
+	}
+	slices.Sort(gaps)
+	p50, p95 := gaps[len(gaps)/2], gaps[(len(gaps)*95+99)/100-1]
+	t.Logf("barge-in through livekit-server, %d trials: caller's onset to the agent's track quiet at the caller: p50 %v, p95 %v, max %v",
+		trials, p50.Round(time.Millisecond), p95.Round(time.Millisecond), gaps[len(gaps)-1].Round(time.Millisecond))
+	// The target is 300 ms at p95 (measured alone, see the README); a
+	// loaded CI machine gets twice that before this fails.
+	if p95 > 600*time.Millisecond {
+		t.Errorf("barge-in p95 %v through LiveKit; want at most 300 ms (600 ms under test load)", p95)
+	}
 }
