@@ -167,33 +167,6 @@ func snr(a, b []int16) float64 {
 	return 10 * math.Log10(s/n)
 }
 
-func TestLBRRIsFoundWhereTheEncoderPutsIt(t *testing.T) {
-	pcm := voice(100)
-	with, without := encode(t, pcm, 20), encode(t, pcm, 0)
-	n := 0
-	for _, p := range with[5:] {
-		if hasLBRR(p) {
-			n++
-		}
-	}
-	if n < 70 {
-		t.Errorf("%d of 95 packets coded with FEC carry it", n)
-	}
-	for i, p := range without {
-		if hasLBRR(p) {
-			t.Fatalf("packet %d coded without FEC carries it", i)
-		}
-	}
-	for _, p := range with {
-		if opusSamples(p) != opusFrame {
-			t.Fatalf("a 20 ms packet holds %d samples", opusSamples(p))
-		}
-	}
-	if hasLBRR(nil) || hasLBRR([]byte{0xfc, 0xff}) || opusSamples(nil) != 0 {
-		t.Error("an empty or CELT packet read as FEC")
-	}
-}
-
 func TestReorderedPacketsPlayInOrder(t *testing.T) {
 	packets := encode(t, voice(150), 10)
 	clean := decodeAll(t, packets)
@@ -280,16 +253,5 @@ func TestAPauseIsNeitherLostNorConcealedLong(t *testing.T) {
 	// A frame every 20 ms through the pause: 100 packets and 2 s.
 	if n := len(got) / 320; n < 200 || n > 230 {
 		t.Errorf("%d frames for 4 s", n)
-	}
-}
-
-func TestLossPercent(t *testing.T) {
-	for _, c := range []struct {
-		fraction uint8
-		want     int
-	}{{0, 0}, {1, 1}, {13, 6}, {26, 11}, {128, 30}, {255, 30}} {
-		if got := lossPercent(c.fraction); got != c.want {
-			t.Errorf("lossPercent(%d) = %d; want %d", c.fraction, got, c.want)
-		}
 	}
 }

@@ -41,16 +41,19 @@ type RTPWriter interface {
 type senderConfig struct {
 	complexity, bitrate int
 	payloadType         uint8
+	ssrc                uint32
 }
 
 // SenderOption configures a Sender.
 type SenderOption func(*senderConfig)
 
-// WithOpus sets the encoder's complexity (0-10) and bitrate (bits/s);
-// zero leaves the default (5 and 32 kb/s).
+// WithOpus sets the encoder's complexity (0-10) and bitrate (bits/s).
+// A complexity outside 0-10 or a bitrate of zero or less leaves the
+// default (5 and 32 kb/s): complexity 0 is Opus's cheapest, a choice of
+// its own (webrtc.WithOpus takes it), not "unset".
 func WithOpus(complexity, bitrate int) SenderOption {
 	return func(c *senderConfig) {
-		if complexity > 0 {
+		if complexity >= 0 && complexity <= 10 {
 			c.complexity = complexity
 		}
 		if bitrate > 0 {
@@ -63,6 +66,12 @@ func WithOpus(complexity, bitrate int) SenderOption {
 // DefaultPayloadType).
 func WithPayloadType(pt uint8) SenderOption {
 	return func(c *senderConfig) { c.payloadType = pt }
+}
+
+// WithSSRC sets the packets' SSRC (default 0). A writer that stamps its
+// own, as a pion track bound to a connection does, needs none.
+func WithSSRC(ssrc uint32) SenderOption {
+	return func(c *senderConfig) { c.ssrc = ssrc }
 }
 
 // SenderStats counts what a Sender did.
@@ -280,6 +289,7 @@ func (s *Sender) sendPacket(pcm []int16) {
 			PayloadType:    s.cfg.payloadType,
 			SequenceNumber: s.seq,
 			Timestamp:      s.ts,
+			SSRC:           s.cfg.ssrc,
 		},
 		Payload: s.payload[:n],
 	}
