@@ -124,3 +124,57 @@ func TestARoomsOtherParticipantsVideoAndKeys(t *testing.T) {
 		return e.Kind == events.UserTurn && strings.Contains(e.Text, "book a table")
 	})
 }
+
+// livekit-server goes away mid-call and comes back: the call is a lost
+// connection, the agent joins the room again with backoff, and the same
+// conversation goes on when its caller is back.
+func TestTheServerGoingAwayMidCallIsALostConnection(t *testing.T) {
+	log := &logBuffer{}
+	r := newRig(t, livekit.WithLogger(slog.New(slog.NewTextHandler(log, nil))), livekit.WithResumeTTL(time.Minute))
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	const room = "outage"
+	served := r.serve(t, ctx, room)
+	caller, err := livekittest.DialCaller(ctx, r.srv, room, "caller")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer caller.Close()
+	hc := r.call(t, ctx)
+	waitEvent(t, ctx, hc, "the greeting played", kind(events.PlayoutDone))
+
+	r.srv.Kill()
+	lost := waitEvent(t, ctx, hc, "the connection lost", kind(events.TransportLost))
+	// Some of the agent's attempts fail while the server is away.
+	time.Sleep(3 * time.Second)
+	if err := r.srv.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The caller's app joins again too (its SDK may, or it redials).
+	caller.Close()
+	back, err := livekittest.DialCaller(ctx, r.srv, room, "caller")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer back.Close()
+	restored := waitEvent(t, ctx, hc, "the connection restored", func(e events.Event) bool {
+		return e.Kind == events.TransportRestored && e.Seq > lost.Seq
+	})
+	t.Logf("the call was lost for %v", restored.Time.Sub(lost.Time).Round(time.Millisecond))
+	back.SendChat("Are you still there?")
+	waitEvent(t, ctx, hc, "the question after the outage", func(e events.Event) bool {
+		return e.Kind == events.UserTurn && e.Text == "Are you still there?"
+	})
+	after := time.Now()
+	if err := back.Wait(ctx, "the agent's voice after the outage", func(c *livekittest.Caller) bool { return c.Heard("agent-"+room, after) }); err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if n := count(hc, kind(events.SessionStarted)); n != 1 {
+		t.Errorf("the session started %d times; want once", n)
+	}
+	select {
+	case <-served.done:
+		t.Fatalf("Serve returned during the outage: %v", served.err)
+	default:
+	}
+}

@@ -216,6 +216,18 @@ func (r *room) join(ctx context.Context) error {
 	cb.OnDataPacket = r.onData
 	lk := lksdk.NewRoom(cb)
 	lk.SetLogger(r.t.sdkLogger(r.log))
+	cb.OnReconnecting = func() {
+		if r.lk.Load() == lk {
+			r.log.Info("the connection to the LiveKit server dropped: reconnecting")
+			r.connectionDown()
+		}
+	}
+	cb.OnReconnected = func() {
+		if r.lk.Load() == lk {
+			r.log.Info("reconnected to the LiveKit server")
+			r.resync(lk)
+		}
+	}
 	cb.OnDisconnected = func() {
 		// Only the current connection's end matters; leave() clears it
 		// first, so that the agent's own leaving is no loss.
@@ -410,6 +422,7 @@ func (r *room) onTrackSubscribed(track *pion.TrackRemote, pub *lksdk.RemoteTrack
 		for {
 			pkt, _, err := track.ReadRTP()
 			if err != nil {
+				r.trackEnded(stop)
 				return
 			}
 			select {
@@ -423,6 +436,53 @@ func (r *room) onTrackSubscribed(track *pion.TrackRemote, pub *lksdk.RemoteTrack
 	r.log.Info("hearing the caller", "participant", rp.Identity(), "track", pub.SID())
 	if hc != nil {
 		hc.Connected()
+	}
+}
+
+// trackEnded: the caller's track the receiver behind stop read has ended
+// (the caller's connection, or the agent's, went away); unless it was
+// replaced already, the caller's audio is gone.
+func (r *room) trackEnded(stop chan struct{}) {
+	r.mu.Lock()
+	current := r.rxStop == stop
+	r.mu.Unlock()
+	if current {
+		r.callerGone("the caller's audio track ended")
+	}
+}
+
+// connectionDown: the agent's connection to the server dropped and the
+// SDK is getting it back; the caller is not heard meanwhile.
+func (r *room) connectionDown() {
+	r.mu.Lock()
+	hc, up := r.hc, r.up
+	r.mu.Unlock()
+	if hc != nil && up {
+		hc.Lost()
+	}
+}
+
+// resync follows the room after the SDK got the connection back: if the
+// caller's track is still subscribed (a resumed connection), the call is
+// connected again; after a full reconnection the tracks are announced
+// anew, and onTrackSubscribed does it.
+func (r *room) resync(lk *lksdk.Room) {
+	r.mu.Lock()
+	hc, caller, pubSID, up := r.hc, r.caller, r.callerPub, r.up
+	r.mu.Unlock()
+	rp := lk.GetParticipantByIdentity(caller)
+	if rp == nil {
+		r.callerGone("the caller is not in the room after the reconnection")
+		return
+	}
+	for _, tp := range rp.TrackPublications() {
+		if pub, ok := tp.(*lksdk.RemoteTrackPublication); ok {
+			if pub.SID() == pubSID && pub.TrackRemote() != nil && up && hc != nil {
+				hc.Connected()
+				return
+			}
+			r.onTrackPublished(pub, rp)
+		}
 	}
 }
 

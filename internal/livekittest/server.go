@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -189,6 +190,12 @@ func (p *Process) Stop() {
 	})
 }
 
+// Kill kills the process group at once and waits for the leader.
+func (p *Process) Kill() {
+	_ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
 // Server is livekit-server on 127.0.0.1.
 type Server struct {
 	URL       string // ws://127.0.0.1:port, for rooms and agent workers
@@ -196,7 +203,10 @@ type Server struct {
 	APIKey    string
 	APISecret string
 
-	proc *Process
+	proc     *Process
+	bin      string
+	confPath string
+	logs     io.Writer
 	// stun is the STUN server the server hands its clients: a loopback
 	// socket that never answers. Without one it hands them public STUN
 	// servers, and pion and libwebrtc would send packets off the machine.
@@ -290,12 +300,22 @@ keys:
 	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "--config", confPath)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	s.proc, err = StartProcess("livekit-server", cmd)
-	if err != nil {
-		return nil, fmt.Errorf("livekittest: %w", err)
+	s.bin, s.confPath, s.logs = bin, confPath, logs
+	if err := s.launch(ctx); err != nil {
+		return nil, err
 	}
+	return s, nil
+}
+
+// launch starts the server's process and returns once its API answers.
+func (s *Server) launch(ctx context.Context) error {
+	cmd := exec.Command(s.bin, "--config", s.confPath)
+	cmd.Stdout, cmd.Stderr = s.logs, s.logs
+	proc, err := StartProcess("livekit-server", cmd)
+	if err != nil {
+		return fmt.Errorf("livekittest: %w", err)
+	}
+	s.proc = proc
 	// Ready when its HTTP port answers.
 	deadline := time.NewTimer(StartTimeout)
 	defer deadline.Stop()
@@ -304,24 +324,45 @@ keys:
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.HTTPURL+"/", nil)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return s, nil
+				return nil
 			}
 		}
 		select {
-		case <-s.proc.Done():
-			return nil, fmt.Errorf("livekittest: livekit-server exited at start (%v); its log says why", s.proc.Cmd.ProcessState)
+		case <-proc.Done():
+			return fmt.Errorf("livekittest: livekit-server exited at start (%v); its log says why", proc.Cmd.ProcessState)
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-deadline.C:
-			return nil, fmt.Errorf("livekittest: livekit-server did not answer on %s within %v", s.HTTPURL, StartTimeout)
+			return fmt.Errorf("livekittest: livekit-server did not answer on %s within %v", s.HTTPURL, StartTimeout)
 		case <-tick.C:
 		}
 	}
+}
+
+// Kill kills the server's process group at once, as a crash or a lost
+// machine would end it: its rooms are gone.
+func (s *Server) Kill() {
+	if s.proc != nil {
+		s.proc.Kill()
+	}
+}
+
+// Restart starts the server again after Kill or Stop, on the same ports
+// with the same keys, with no rooms.
+func (s *Server) Restart(ctx context.Context) error {
+	if s.proc != nil {
+		select {
+		case <-s.proc.Done():
+		default:
+			return errors.New("livekittest: Restart while the server runs")
+		}
+	}
+	return s.launch(ctx)
 }
 
 // Stop stops the server's process group (SIGTERM, SIGKILL after
