@@ -55,7 +55,7 @@ test-deps: deps $(LIVEKIT_SERVER)
 		echo "stopping the haproxy service the package started"; \
 		systemctl disable --now haproxy 2>/dev/null || kill "$$(cat /run/haproxy.pid)"; \
 	fi
-	@test -d test/browser/node_modules/playwright-core -a -d test/browser/node_modules/whip-whep || (cd test/browser && npm ci --no-audit --no-fund)
+	@test -d test/browser/node_modules/playwright-core -a -d test/browser/node_modules/whip-whep -a -d test/browser/node_modules/livekit-client || (cd test/browser && npm ci --no-audit --no-fund)
 
 $(LIVEKIT_SERVER):
 	$(GO) run ./internal/livekittest/cmd/buildlivekit

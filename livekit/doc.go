@@ -15,7 +15,9 @@
 //     else the first participant who is not an agent to publish a
 //     microphone; the agent listens to that caller only (other
 //     participants are not heard, and say so in the log). A video track,
-//     or audio that is not Opus, is ignored with a log line;
+//     or audio that is not Opus, is ignored with a log line (a RED
+//     publication, redundant Opus as LiveKit's JavaScript client sends a
+//     microphone, is heard: the server forwards its Opus);
 //   - the caller's Opus is decoded at 16 kHz through the same jitter
 //     buffer as a browser's (package media/opusrtp) into the session; the
 //     agent's audio goes out as an Opus track with source MICROPHONE, one

@@ -36,6 +36,9 @@ const (
 	maxChatReaders = 4
 	// agentTrackName names the agent's audio track in the room.
 	agentTrackName = "agent_voice"
+	// mimeTypeRED is a publication of redundant Opus (RFC 2198), as LiveKit's
+	// JavaScript client publishes a microphone unless told otherwise.
+	mimeTypeRED = "audio/red"
 )
 
 // Attributes and topics of LiveKit's agent conventions.
@@ -343,7 +346,11 @@ func (r *room) onTrackPublished(pub *lksdk.RemoteTrackPublication, rp *lksdk.Rem
 		r.ignore(rp.Identity()+"/"+pub.SID(), "a track that is not audio is ignored", "participant", rp.Identity(), "kind", pub.Kind())
 		return
 	}
-	if mt := pub.MimeType(); mt != "" && !strings.EqualFold(mt, pion.MimeTypeOpus) {
+	// LiveKit's JavaScript client publishes a browser's microphone as RED
+	// (audio/red, redundant Opus) by default; the server forwards it as
+	// plain Opus to a subscriber that, like this one, offers no RED. The
+	// codec the subscription negotiates is checked in onTrackSubscribed.
+	if mt := pub.MimeType(); mt != "" && !strings.EqualFold(mt, pion.MimeTypeOpus) && !strings.EqualFold(mt, mimeTypeRED) {
 		r.ignore(rp.Identity()+"/"+pub.SID(), "audio that is not Opus is ignored", "participant", rp.Identity(), "codec", mt)
 		return
 	}
