@@ -283,6 +283,18 @@ func TestCallerInALiveKitRoomTriedAsALiveKitClientWould(t *testing.T) {
 			t.Errorf("lk.agent.state was never %q: %v", s, c.AgentStates())
 		}
 	}
+	// Listening means the agent waits for the caller: never straight
+	// into speaking (a filler, then the answer, is thinking between).
+	var prev string
+	for _, s := range c.AgentStates() {
+		if s.Identity != agentID {
+			continue
+		}
+		if prev == livekit.StateListening && s.State == livekit.StateSpeaking {
+			t.Errorf("lk.agent.state went from listening to speaking: %v", c.AgentStates())
+		}
+		prev = s.State
+	}
 
 	// The caller's network changes: they leave and join again.
 	c.Close()

@@ -82,9 +82,11 @@ func (f *forwarder) event(e events.Event) {
 		f.agentEpoch = e.Epoch
 	case events.PlayoutDone, events.PlayoutTruncate:
 		// Text is what was said (all of it, or what was played of a cut
-		// turn): the segment ends there.
+		// turn): the segment ends there. The agent may have more to do
+		// (a tool runs after its preamble, an answer follows a filler):
+		// it listens once idle.
 		f.endAgentSegment(e.Text)
-		f.setState(StateListening)
+		f.setState(StateThinking)
 	case events.TurnInterrupted, events.BargeInConfirmed:
 		f.setState(StateListening)
 	case events.Idle:
