@@ -202,7 +202,10 @@ func (c *Caller) onText(r *lksdk.TextStreamReader, sender string) {
 			})
 		}
 		if err == io.EOF {
-			c.record(func() { ts.Done = true })
+			// The trailer's attributes (lk.transcription_final) are
+			// merged into the reader's by the time it ends.
+			attrs := maps.Clone(r.Info.Attributes)
+			c.record(func() { ts.Done, ts.Attributes = true, attrs })
 			return
 		}
 		if err != nil {

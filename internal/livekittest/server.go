@@ -345,12 +345,11 @@ func (s *Server) Token(room, identity string) (string, error) {
 	return at.ToJWT()
 }
 
-// Dispatch creates room if it does not exist and dispatches the agent
-// registered as agentName to it, with metadata for the job.
+// Dispatch dispatches the agent registered as agentName to room, with
+// metadata for the job. The server creates the room if it does not exist
+// (and a room's creation also dispatches the workers registered without a
+// name).
 func (s *Server) Dispatch(ctx context.Context, room, agentName, metadata string) error {
-	if err := s.CreateRoom(ctx, room); err != nil {
-		return err
-	}
 	d := lksdk.NewAgentDispatchServiceClient(s.HTTPURL, s.APIKey, s.APISecret)
 	if _, err := d.CreateDispatch(ctx, &lkproto.CreateAgentDispatchRequest{AgentName: agentName, Room: room, Metadata: metadata}); err != nil {
 		return fmt.Errorf("livekittest: dispatching %q to room %s: %w", agentName, room, err)
