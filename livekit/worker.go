@@ -120,6 +120,9 @@ type workerConfig struct {
 	backoffMin  time.Duration
 	backoffMax  time.Duration
 	jobType     lkproto.JobType
+	// pingInterval and pongTimeout are the constants of those names
+	// unless a test shortens them.
+	pingInterval, pongTimeout time.Duration
 }
 
 // WithAgentName registers the worker under name. A worker with a name gets
@@ -200,10 +203,12 @@ func NewWorker(serverURL, apiKey, apiSecret string, run JobFunc, opts ...WorkerO
 	roomURL := strings.TrimSuffix(u.String(), "/")
 	u.Path = strings.TrimSuffix(u.Path, "/") + "/agent"
 	cfg := workerConfig{
-		threshold:  0.75,
-		backoffMin: 500 * time.Millisecond,
-		backoffMax: 30 * time.Second,
-		jobType:    lkproto.JobType_JT_ROOM,
+		threshold:    0.75,
+		pingInterval: pingInterval,
+		pongTimeout:  pongTimeout,
+		backoffMin:   500 * time.Millisecond,
+		backoffMax:   30 * time.Second,
+		jobType:      lkproto.JobType_JT_ROOM,
 		permissions: &lkproto.ParticipantPermission{
 			CanSubscribe: true, CanPublish: true, CanPublishData: true, CanUpdateMetadata: true,
 		},
@@ -607,7 +612,7 @@ func (w *Worker) statusLoop(ctx context.Context, c *websocket.Conn) error {
 }
 
 func (w *Worker) pingLoop(ctx context.Context, c *websocket.Conn, lastPong *atomic.Int64) error {
-	t := time.NewTicker(pingInterval)
+	t := time.NewTicker(w.cfg.pingInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -615,7 +620,7 @@ func (w *Worker) pingLoop(ctx context.Context, c *websocket.Conn, lastPong *atom
 			return ctx.Err()
 		case <-t.C:
 		}
-		if since := time.Since(time.Unix(0, lastPong.Load())); since > pongTimeout {
+		if since := time.Since(time.Unix(0, lastPong.Load())); since > w.cfg.pongTimeout {
 			return fmt.Errorf("livekit: no pong from the server for %v", since.Round(time.Millisecond))
 		}
 		if err := write(ctx, c, &lkproto.WorkerMessage{Message: &lkproto.WorkerMessage_Ping{Ping: &lkproto.WorkerPing{Timestamp: time.Now().UnixMilli()}}}); err != nil {

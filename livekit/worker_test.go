@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -106,24 +107,33 @@ func (l *jobLog) jobFunc(body JobFunc) JobFunc {
 	}
 }
 
-// runWorker runs w until the test ends, and fails the test if Run
-// returns anything but the end of its context.
-func runWorker(t *testing.T, w *Worker) {
+// runWorker runs w until the test ends or stop is called; stop returns
+// what Run returned, and the test fails if that is not the end of its
+// context.
+func runWorker(t *testing.T, w *Worker) (stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if !errors.Is(err, context.Canceled) {
-				t.Errorf("Run returned %v; want context.Canceled", err)
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-done:
+			case <-time.After(cancelGrace + 5*time.Second):
+				err = errors.New("Run did not return after its context ended")
 			}
-		case <-time.After(cancelGrace + 5*time.Second):
-			t.Errorf("Run did not return after its context ended")
+		})
+		return err
+	}
+	t.Cleanup(func() {
+		if err := stop(); !errors.Is(err, context.Canceled) {
+			t.Errorf("Run returned %v; want context.Canceled", err)
 		}
 	})
+	return stop
 }
 
 // waitFor polls cond every 20 ms until it holds or ctx ends.
@@ -827,4 +837,162 @@ func TestWorkerDrain(t *testing.T) {
 			t.Errorf("job %s in %s ended %v (%v); want cancelled", j.ID, j.Room, err, ok)
 		}
 	}
+}
+
+// withPing shortens the worker's pings for a test.
+func withPing(interval, timeout time.Duration) WorkerOption {
+	return func(c *workerConfig) { c.pingInterval, c.pongTimeout = interval, timeout }
+}
+
+// serverSaysJobEnded waits until the server's log says job id ended with
+// status (and the error text, if any).
+func serverSaysJobEnded(ctx context.Context, srv *livekittest.Server, id, status, errText string) error {
+	return waitFor(ctx, fmt.Sprintf("the server's log to say job %s ended %s", id, status), func() bool {
+		for _, line := range strings.Split(srv.Log(), "\n") {
+			if strings.Contains(line, "job ended") && strings.Contains(line, id) && strings.Contains(line, status) && strings.Contains(line, errText) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// What the JobFunc returns reaches the server: nil as SUCCESS, an error
+// or a panic as FAILED with its text; a job cancelled because the worker
+// shuts down ends SUCCESS, said before the connection closes.
+func TestJobStatusReachesTheServer(t *testing.T) {
+	srv := livekittest.StartT(t, livekittest.WithLogLevel("info"))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	jobs := newJobLog()
+	run := jobs.jobFunc(func(ctx context.Context, job Job) error {
+		switch job.Room {
+		case "fails":
+			return errors.New("the model is down")
+		case "panics":
+			panic("a bug")
+		case "stays":
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	})
+	w, err := NewWorker(srv.URL, srv.APIKey, srv.APISecret, run, WithAgentName("booking"), WithLoad(zeroLoad), WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWorker(t, w)
+	if err := registered(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ room, status, errText string }{
+		{"succeeds", "JS_SUCCESS", ""},
+		{"fails", "JS_FAILED", "the model is down"},
+		{"panics", "JS_FAILED", "panicked: a bug"},
+	} {
+		if err := srv.Dispatch(ctx, tc.room, "booking", ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := jobs.wait(ctx, "the job in "+tc.room, func() bool { return len(jobs.inRoom(tc.room)) == 1 }); err != nil {
+			t.Fatal(err)
+		}
+		if err := serverSaysJobEnded(ctx, srv, jobs.inRoom(tc.room)[0].ID, tc.status, tc.errText); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := srv.Dispatch(ctx, "stays", "booking", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := jobs.wait(ctx, "the job in stays", func() bool { return len(jobs.inRoom("stays")) == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	if err := stop(); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run returned %v; want context.Canceled", err)
+	}
+	if err := serverSaysJobEnded(ctx, srv, jobs.inRoom("stays")[0].ID, "JS_SUCCESS", ""); err != nil {
+		t.Error(err)
+	}
+}
+
+// A worker that shuts down with a job running ends the job (its agent
+// leaves the room) and says so; livekit-server does not give the room's
+// dispatch to the other worker, registered and idle.
+func TestWorkerShutdownDoesNotRedispatch(t *testing.T) {
+	srv := livekittest.StartT(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	la, lb := newJobLog(), newJobLog()
+	wa, err := NewWorker(srv.URL, srv.APIKey, srv.APISecret, la.jobFunc(func(ctx context.Context, job Job) error {
+		room, err := lksdk.ConnectToRoomWithToken(job.URL, job.Token, lksdk.NewRoomCallback(), lksdk.WithAutoSubscribe(false))
+		if err != nil {
+			return err
+		}
+		defer room.Disconnect()
+		<-ctx.Done()
+		return ctx.Err()
+	}), WithAgentName("booking"), WithLoad(zeroLoad), WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopA := runWorker(t, wa)
+	if err := registered(ctx, wa); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Dispatch(ctx, "orphan", "booking", ""); err != nil {
+		t.Fatal(err)
+	}
+	agentIn := func() bool {
+		ps, err := srv.Participants(ctx, "orphan")
+		return err == nil && slices.ContainsFunc(ps, func(p *lkproto.ParticipantInfo) bool { return p.Kind == lkproto.ParticipantInfo_AGENT })
+	}
+	if err := waitFor(ctx, "the agent in the room", agentIn); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(ctx, t, srv.URL, srv, lb.jobFunc(nil))
+	if err := stopA(); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run returned %v; want context.Canceled", err)
+	}
+	stoppedAt := time.Now()
+	if err := waitFor(ctx, "the agent to leave", func() bool { return !agentIn() }); err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if err := lb.wait(wctx, "a job", func() bool { return len(lb.jobs()) > 0 }); err == nil {
+		t.Fatalf("the other worker got %+v %v after the first stopped", lb.jobs(), time.Since(stoppedAt))
+	}
+	if ds := dispatchesOf(ctx, t, srv, "orphan", "booking"); len(ds) != 1 || len(ds[0].GetState().GetJobs()) != 1 {
+		t.Errorf("dispatches %v; want one with its one job", ds)
+	}
+}
+
+// A connection that stops carrying anything (the server or the path to it
+// hung, TCP still open) is noticed by the worker's own pings: it dials
+// again once no pong has come for the pong timeout, and registers anew
+// once the path works.
+func TestWorkerNoticesADeadConnection(t *testing.T) {
+	srv := livekittest.StartT(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	p := newProxy(t, srv.HTTPURL[len("http://"):])
+	w := startWorker(ctx, t, p.url(), srv, func(context.Context, Job) error { return nil },
+		withPing(100*time.Millisecond, 500*time.Millisecond), WithReconnectBackoff(50*time.Millisecond, 100*time.Millisecond))
+	oldID := w.ID()
+	p.frozen.Store(true)
+	frozenAt := time.Now()
+	if err := waitFor(ctx, "the worker to dial again", func() bool { return p.accepted.Load() >= 2 }); err != nil {
+		t.Fatal(err)
+	}
+	noticed := time.Since(frozenAt)
+	if noticed > 2*time.Second {
+		t.Errorf("the worker dialled again %v after its connection went dead; want within 2 s (pong timeout 500 ms)", noticed)
+	}
+	// Working again: the dial stuck in the frozen proxy is cut, the next
+	// one gets through.
+	p.frozen.Store(false)
+	p.cut()
+	if err := waitFor(ctx, "the new registration", func() bool { id := w.ID(); return id != "" && id != oldID }); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("dialled again %v after the connection went dead", noticed.Round(time.Millisecond))
 }

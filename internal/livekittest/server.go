@@ -201,6 +201,17 @@ type Server struct {
 	// socket that never answers. Without one it hands them public STUN
 	// servers, and pion and libwebrtc would send packets off the machine.
 	stun net.PacketConn
+	log  *syncBuffer // what it wrote, when StartT started it
+}
+
+// Log is what the server has written so far, when StartT started it (""
+// otherwise): tests read the server's side of things there (WithLogLevel
+// says how much it writes).
+func (s *Server) Log() string {
+	if s.log == nil {
+		return ""
+	}
+	return s.log.String()
 }
 
 // Option configures a Server.
