@@ -211,6 +211,17 @@ type Server struct {
 	// socket that never answers. Without one it hands them public STUN
 	// servers, and pion and libwebrtc would send packets off the machine.
 	stun net.PacketConn
+	log  *syncBuffer // what it wrote, when StartT started it
+}
+
+// Log is what the server has written so far, when StartT started it (""
+// otherwise): tests read the server's side of things there (WithLogLevel
+// says how much it writes).
+func (s *Server) Log() string {
+	if s.log == nil {
+		return ""
+	}
+	return s.log.String()
 }
 
 // Option configures a Server.
@@ -386,12 +397,11 @@ func (s *Server) Token(room, identity string) (string, error) {
 	return at.ToJWT()
 }
 
-// Dispatch creates room if it does not exist and dispatches the agent
-// registered as agentName to it, with metadata for the job.
+// Dispatch dispatches the agent registered as agentName to room, with
+// metadata for the job. The server creates the room if it does not exist
+// (and a room's creation also dispatches the workers registered without a
+// name).
 func (s *Server) Dispatch(ctx context.Context, room, agentName, metadata string) error {
-	if err := s.CreateRoom(ctx, room); err != nil {
-		return err
-	}
 	d := lksdk.NewAgentDispatchServiceClient(s.HTTPURL, s.APIKey, s.APISecret)
 	if _, err := d.CreateDispatch(ctx, &lkproto.CreateAgentDispatchRequest{AgentName: agentName, Room: room, Metadata: metadata}); err != nil {
 		return fmt.Errorf("livekittest: dispatching %q to room %s: %w", agentName, room, err)

@@ -28,6 +28,7 @@ func StartT(t testing.TB, opts ...Option) *Server {
 	if err != nil {
 		t.Fatalf("%v\nlivekit-server's log:\n%s", err, logs.String())
 	}
+	s.log = logs
 	t.Cleanup(func() {
 		s.Stop()
 		if t.Failed() {
