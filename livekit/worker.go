@@ -158,8 +158,8 @@ func WithLoadThreshold(f float64) WorkerOption {
 	return func(c *workerConfig) { c.threshold = f }
 }
 
-// WithLogger logs to l instead of slog.Default().
-func WithLogger(l *slog.Logger) WorkerOption {
+// WithWorkerLogger logs to l instead of slog.Default().
+func WithWorkerLogger(l *slog.Logger) WorkerOption {
 	return func(c *workerConfig) { c.logger = l }
 }
 

@@ -174,7 +174,7 @@ func testLogger(t *testing.T) *slog.Logger {
 func startWorker(ctx context.Context, t *testing.T, url string, srv *livekittest.Server, run JobFunc, opts ...WorkerOption) *Worker {
 	t.Helper()
 	w, err := NewWorker(url, srv.APIKey, srv.APISecret, run,
-		append([]WorkerOption{WithAgentName("booking"), WithLoad(zeroLoad), WithLogger(testLogger(t))}, opts...)...)
+		append([]WorkerOption{WithAgentName("booking"), WithLoad(zeroLoad), WithWorkerLogger(testLogger(t))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +389,7 @@ func TestWorkerWrongSecret(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newProxy(t, srv.HTTPURL[len("http://"):])
 			w, err := NewWorker(p.url(), tc.key, tc.secret, func(context.Context, Job) error { return nil },
-				WithLogger(testLogger(t)), WithReconnectBackoff(10*time.Millisecond, 20*time.Millisecond))
+				WithWorkerLogger(testLogger(t)), WithReconnectBackoff(10*time.Millisecond, 20*time.Millisecond))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -423,7 +423,7 @@ func TestWorkersShareJobs(t *testing.T) {
 		// A load below 0.65 with three jobs: the server offers nothing to
 		// workers above that (TestLoadAboveServerTargetGetsNoJobs).
 		w, err := NewWorker(srv.URL, srv.APIKey, srv.APISecret, l.jobFunc(nil), WithAgentName("booking"), WithMaxJobs(3),
-			WithLoad(func() float64 { return float64(w.Jobs()) / 5 }), WithLogger(testLogger(t)))
+			WithLoad(func() float64 { return float64(w.Jobs()) / 5 }), WithWorkerLogger(testLogger(t)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -897,7 +897,7 @@ func TestJobStatusReachesTheServer(t *testing.T) {
 		}
 		return nil
 	})
-	w, err := NewWorker(srv.URL, srv.APIKey, srv.APISecret, run, WithAgentName("booking"), WithLoad(zeroLoad), WithLogger(testLogger(t)))
+	w, err := NewWorker(srv.URL, srv.APIKey, srv.APISecret, run, WithAgentName("booking"), WithLoad(zeroLoad), WithWorkerLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -950,7 +950,7 @@ func TestWorkerShutdownDoesNotRedispatch(t *testing.T) {
 		defer room.Disconnect()
 		<-ctx.Done()
 		return ctx.Err()
-	}), WithAgentName("booking"), WithLoad(zeroLoad), WithLogger(testLogger(t)))
+	}), WithAgentName("booking"), WithLoad(zeroLoad), WithWorkerLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
