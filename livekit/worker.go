@@ -158,8 +158,8 @@ func WithLoadThreshold(f float64) WorkerOption {
 	return func(c *workerConfig) { c.threshold = f }
 }
 
-// WithLogger logs to l instead of slog.Default().
-func WithLogger(l *slog.Logger) WorkerOption {
+// WithWorkerLogger logs to l instead of slog.Default().
+func WithWorkerLogger(l *slog.Logger) WorkerOption {
 	return func(c *workerConfig) { c.logger = l }
 }
 
@@ -251,7 +251,8 @@ func (w *Worker) Jobs() int {
 // running meanwhile). When ctx ends it cancels the running jobs and
 // returns once they have returned (or cancelGrace has passed), with
 // ctx's error. A key or secret the server refuses ends it at once with
-// ErrUnauthorized.
+// ErrUnauthorized (and cancels the jobs, as above). A JobFunc that
+// ignores its context's end is left running after cancelGrace.
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.running.CompareAndSwap(false, true) {
 		return errors.New("livekit: Worker.Run called twice")
@@ -295,7 +296,7 @@ func (w *Worker) connectLoop(ctx, jobsCtx context.Context) error {
 			return err
 		}
 		if registered {
-			backoff = w.cfg.backoffMin
+			backoff, attempt = w.cfg.backoffMin, 1
 		}
 		// Jitter keeps a fleet of workers from reconnecting in step
 		// after a server restart.
@@ -523,6 +524,10 @@ func (w *Worker) startJob(jobsCtx context.Context, a *lkproto.JobAssignment) {
 	go func() {
 		defer w.jobsWG.Done()
 		defer cancel()
+		// livekit-server v1.8.4 records the job only after it has written
+		// the assignment, so statuses that overtake that are ignored: a job
+		// that ends within a few milliseconds stays "running" on the
+		// server until this connection closes. Nothing here can tell.
 		w.updateJob(jobsCtx, id, lkproto.JobStatus_JS_RUNNING, "")
 		err := w.runJob(jctx, job)
 		status, msg := lkproto.JobStatus_JS_SUCCESS, ""
