@@ -152,6 +152,8 @@ commands:
   console   talk to an agent in the terminal (%[1]s console --agent %[2]s)
   serve     serve an agent to browsers over WebRTC, with the web client (%[1]s serve --agent %[2]s)
   call      place a phone call and run an agent on it (%[1]s call sip:alice@192.0.2.10 --agent %[2]s)
+  livekit   run an agent as a LiveKit agent worker: the server dispatches rooms to it
+            (LIVEKIT_API_KEY=... LIVEKIT_API_SECRET=... %[1]s livekit --url ws://HOST:7880 --agent %[2]s)
   talk      talk to an agent with this computer's microphone and speaker (%[1]s talk --agent %[2]s)
   simulate  run scenario files in virtual time (%[1]s simulate scenarios/ --sweep 200)
   inspect   draw a call's timeline as one self-contained HTML page, from an events file or a live
@@ -184,6 +186,8 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		return c.serveCmd(ctx, args[1:])
 	case "call":
 		return c.callCmd(ctx, args[1:])
+	case "livekit":
+		return c.livekitCmd(ctx, args[1:])
 	case "talk":
 		return c.talkCmd(ctx, args[1:])
 	case "simulate":

@@ -197,7 +197,10 @@ func (r *room) start(ctx context.Context) (*calls.Call, error) {
 // roomAlias names a room's conversation in the store: the room's id, which
 // a re-dispatched job finds again and a new room of the same name does
 // not.
-func roomAlias(lk *lksdk.Room) string { return "livekit-room:" + lk.SID() }
+func roomAlias(lk *lksdk.Room) string { return aliasOf(lk.SID()) }
+
+// aliasOf is the alias of the room with id sid.
+func aliasOf(sid string) string { return "livekit-room:" + sid }
 
 // input is how a caller's audio is judged: a phone line bridged in by
 // LiveKit's SIP service echoes; a browser or an app cancels its own echo.

@@ -14,8 +14,6 @@ import (
 
 	"github.com/livekit/protocol/auth"
 	lkproto "github.com/livekit/protocol/livekit"
-	lklogger "github.com/livekit/protocol/logger"
-	lksdk "github.com/livekit/server-sdk-go/v2"
 
 	"github.com/holdline/holdline/calls"
 	"github.com/holdline/holdline/events"
@@ -374,12 +372,6 @@ func streams(c *livekittest.Caller) string {
 		fmt.Fprintf(&b, "\n  %s done=%v %v %q", s.Sender, s.Done, s.Attributes, s.Text)
 	}
 	return b.String()
-}
-
-func TestMain(m *testing.M) {
-	// The test callers' SDK chatter; the agent's goes to its own log.
-	lksdk.SetLogger(lklogger.GetDiscardLogger())
-	os.Exit(m.Run())
 }
 
 // The caller talks over the agent's long answer, trial after trial: the

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	lkproto "github.com/livekit/protocol/livekit"
+	lklogger "github.com/livekit/protocol/logger"
 	lksdk "github.com/livekit/server-sdk-go/v2"
 	pionmedia "github.com/pion/webrtc/v4/pkg/media"
 
@@ -132,7 +133,7 @@ func DialCaller(ctx context.Context, srv *Server, room, identity string, opts ..
 	// Attributes and metadata go in the token.
 	info := lksdk.ConnectInfo{APIKey: srv.APIKey, APISecret: srv.APISecret, RoomName: room, ParticipantIdentity: identity,
 		ParticipantMetadata: cfg.metadata, ParticipantAttributes: cfg.attrs}
-	if err := c.Room.JoinWithContext(ctx, srv.URL, info, lksdk.WithAutoSubscribe(true)); err != nil {
+	if err := c.Room.JoinWithContext(ctx, srv.URL, info, lksdk.WithAutoSubscribe(true), lksdk.WithLogger(lklogger.GetDiscardLogger())); err != nil {
 		return nil, fmt.Errorf("livekittest: %s joining room %s: %w", identity, room, err)
 	}
 	defer func() {
