@@ -43,13 +43,13 @@ const (
 var (
 	benchRooms      = []int{10, 50}
 	benchRoomWindow = 20 * time.Second
-	roomDialers     = 8                       // callers joining at once
-	roomStagger     = 3 * time.Second         // the callers' first turns spread over this
-	roomTone        = 700 * time.Millisecond  // a turn: a tone the scripted recogniser hears as the next line
-	roomAnswerTime  = 3 * time.Second         // no turn is taken with less of the window left
-	roomQuiet       = 1500 * time.Millisecond // an answer (or the greeting) is over after this much quiet
-	roomThink       = 500 * time.Millisecond  // from the end of an answer to the caller's next turn
-	roomTurnMax     = 10 * time.Second        // the longest a caller waits for an answer before its next turn
+	roomDialers     = 8                      // callers joining at once
+	roomStagger     = 3 * time.Second        // the callers' first turns spread over this
+	roomTone        = 700 * time.Millisecond // a turn: a tone the scripted recogniser hears as the next line
+	roomAnswerTime  = 3 * time.Second        // no turn is taken with less of the window left
+	roomQuiet       = 2 * time.Second        // an answer (or the greeting) is over after this much quiet, listening
+	roomThink       = 500 * time.Millisecond // from the end of an answer to the caller's next turn
+	roomTurnMax     = 10 * time.Second       // the longest a caller waits for an answer before its next turn
 	roomConnectBase = 30 * time.Second
 	roomConnectPer  = 500 * time.Millisecond // per room, on top of roomConnectBase
 	// The callers' lines, in order, one a turn: the recogniser of every
@@ -103,7 +103,7 @@ type benchRecorder interface {
 // caller takes turns, the first ones staggered over 3 s: a 700 ms tone on
 // its microphone, which the agent's recogniser takes as the next of
 // roomLines; the agent answers on its track, and half a second after the
-// answer is over (1.5 s of quiet) the caller takes its next turn, as long
+// answer is over (2 s of quiet, the agent "listening") the caller takes its next turn, as long
 // as 3 s of the window are left. It reports
 //
 //	holdline-cpu-%/room  this process's CPU (user+sys, getrusage) over the
@@ -355,17 +355,20 @@ func TestLiveKitRoomFleet(t *testing.T) {
 	}()
 	cctx, ccancel := context.WithTimeout(ctx, cfg.Connect)
 	defer ccancel()
-	var mu sync.Mutex
 	ready := fleetproc.Connect(t, cctx, len(cfg.Rooms), roomDialers, func(ctx context.Context, i int) error {
 		room := cfg.Rooms[i]
 		c, err := livekittest.DialCaller(ctx, srv, room, fmt.Sprintf("caller-%d", i))
-		if err != nil {
-			return err
+		if err == nil {
+			callers[i] = c
 		}
-		mu.Lock()
-		callers[i] = c
-		mu.Unlock()
-		return c.Wait(ctx, "the greeting to its end", answerOver("agent-"+room, time.Time{}))
+		return err
+	}, func(ctx context.Context, i int) error {
+		err := callers[i].Wait(ctx, "the greeting to its end", answerOver("agent-"+cfg.Rooms[i], time.Time{}))
+		if err != nil {
+			callers[i].Close()
+			callers[i] = nil
+		}
+		return err
 	})
 	fleetproc.Emit(roomFleetMsg{Status: ready})
 
@@ -442,16 +445,28 @@ func TestLiveKitRoomFleet(t *testing.T) {
 }
 
 // answerOver is a condition for Caller.Wait: the caller heard agent after
-// from, and then roomQuiet of quiet from it.
+// from, and since then agent has been quiet and in lk.agent.state
+// "listening" for roomQuiet. (An answer with tool calls has pauses
+// between its parts, in which the state is "listening" or "thinking"
+// for a moment.)
 func answerOver(agent string, from time.Time) func(*livekittest.Caller) bool {
 	return func(c *livekittest.Caller) bool {
-		var last time.Time
+		var loud time.Time
 		for _, l := range c.Levels(agent) {
 			if l.At.After(from) && l.RMS > rtctest.Loud {
-				last = l.At
+				loud = l.At
 			}
 		}
-		return !last.IsZero() && time.Since(last) > roomQuiet
+		if loud.IsZero() || time.Since(loud) < roomQuiet {
+			return false
+		}
+		var state livekittest.StateChange
+		for _, s := range c.AgentStates() {
+			if s.Identity == agent {
+				state = s
+			}
+		}
+		return state.State == livekit.StateListening && time.Since(state.At) >= roomQuiet
 	}
 }
 

@@ -364,15 +364,17 @@ func TestBenchClientFleet(t *testing.T) {
 	defer ccancel()
 	ready := fleetproc.Connect(t, cctx, cfg.N, fleetDialers, func(ctx context.Context, i int) error {
 		c, err := dial(ctx, cfg.URL)
+		if err == nil {
+			clients[i] = c
+		}
+		return err
+	}, func(ctx context.Context, i int) error {
+		err := waitLoud(ctx, clients[i])
 		if err != nil {
-			return err
+			clients[i].Close()
+			clients[i] = nil
 		}
-		if err := waitLoud(ctx, c); err != nil {
-			c.Close()
-			return err
-		}
-		clients[i] = c
-		return nil
+		return err
 	})
 	clients = slices.DeleteFunc(clients, func(c fleetClient) bool { return c == nil })
 	fleetproc.Emit(fleetMsg{Status: ready})

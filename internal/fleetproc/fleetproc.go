@@ -299,10 +299,11 @@ func Fail(t testing.TB, format string, args ...any) {
 }
 
 // Connect runs dial for clients 0 to n-1, parallel at once at the most,
-// within ctx, and returns the "ready" status: a client whose dial failed
-// (an overloaded machine) is left out and counted, so that the run still
-// says what the rest cost. When none connected it fails t.
-func Connect(t testing.TB, ctx context.Context, n, parallel int, dial func(ctx context.Context, i int) error) Status {
+// then for each client dialled wait (for its greeting, say), all at once,
+// within ctx, and returns the "ready" status: a client whose dial or wait
+// failed (an overloaded machine) is left out and counted, so that the run
+// still says what the rest cost. When none connected it fails t.
+func Connect(t testing.TB, ctx context.Context, n, parallel int, dial, wait func(ctx context.Context, i int) error) Status {
 	t.Helper()
 	setup := time.Now()
 	var (
@@ -315,8 +316,12 @@ func Connect(t testing.TB, ctx context.Context, n, parallel int, dial func(ctx c
 	for i := range n {
 		wg.Go(func() {
 			slots <- struct{}{}
-			defer func() { <-slots }()
-			if err := dial(ctx, i); err != nil {
+			err := dial(ctx, i)
+			<-slots
+			if err == nil {
+				err = wait(ctx, i)
+			}
+			if err != nil {
 				mu.Lock()
 				defer mu.Unlock()
 				failed++
