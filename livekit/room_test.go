@@ -29,6 +29,10 @@ import (
 // scripted recogniser the test tells what the caller said, and a tone
 // voice.
 type testAgents struct {
+	// lines are queued on every new recogniser: what the caller says, an
+	// utterance after another.
+	lines []string
+
 	mu   sync.Mutex
 	stts []*scripted.STT
 }
@@ -39,6 +43,9 @@ func (a *testAgents) newAgent(context.Context) (*runtime.Agent, func(), error) {
 		return nil, nil, err
 	}
 	rec := scripted.NewSTT()
+	for _, l := range a.lines {
+		rec.Say(l)
+	}
 	a.mu.Lock()
 	a.stts = append(a.stts, rec)
 	a.mu.Unlock()
@@ -54,7 +61,7 @@ func (a *testAgents) last() *scripted.STT {
 
 // agentToken is what a LiveKit server's job assignment gives an agent: a
 // token to join room as an agent participant.
-func agentToken(t *testing.T, srv *livekittest.Server, room, identity string) string {
+func agentToken(t testing.TB, srv *livekittest.Server, room, identity string) string {
 	t.Helper()
 	tok, err := auth.NewAccessToken(srv.APIKey, srv.APISecret).
 		SetIdentity(identity).

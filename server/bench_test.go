@@ -3,7 +3,6 @@
 package server_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,15 +13,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +27,8 @@ import (
 	pion "github.com/pion/webrtc/v4"
 	pionmedia "github.com/pion/webrtc/v4/pkg/media"
 
+	"github.com/holdline/holdline/internal/fleetproc"
+	"github.com/holdline/holdline/internal/procstat"
 	"github.com/holdline/holdline/server"
 	"github.com/holdline/holdline/webrtc"
 	"github.com/holdline/holdline/webrtc/rtctest"
@@ -57,9 +55,6 @@ const (
 	// fleetEnv carries the fleet's configuration (JSON) to the child
 	// process; TestBenchClientFleet runs only when it is set.
 	fleetEnv = "HOLDLINE_BENCH_FLEET"
-	// fleetPrefix marks the child's protocol lines on its stdout, among
-	// whatever else the test binary prints there.
-	fleetPrefix = "holdline-fleet "
 )
 
 var (
@@ -97,13 +92,8 @@ type fleetConfig struct {
 // is connected and has heard its greeting begin, "result" after the
 // window, "error" when it gave up.
 type fleetMsg struct {
-	Type  string `json:"type"`
-	Error string `json:"error,omitempty"`
-
 	// ready: dialling and greetings, and how many clients made it.
-	SetupSeconds float64 `json:"setup_s,omitempty"`
-	Connected    int     `json:"connected,omitempty"`
-	Failed       int     `json:"failed,omitempty"` // Error says why the first did
+	fleetproc.Status
 
 	// result: over the window, all clients.
 	CPUSeconds  float64 `json:"cpu_s,omitempty"` // the client process's user+sys
@@ -173,23 +163,9 @@ type fleetMsg struct {
 //	go test -run '^$' -bench BenchmarkConcurrentSessions -benchtime 1x ./server
 //	HOLDLINE_BENCH_SESSIONS=100 go test -run '^$' -bench ConcurrentSessions -benchtime 1x -cpuprofile cpu.out ./server
 func BenchmarkConcurrentSessions(b *testing.B) {
-	ns := sessionCounts(b, benchSessions)
-	window := benchWindow
-	if v := os.Getenv(benchWindowEnv); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 2*time.Second {
-			b.Fatalf("%s=%q: want a duration of at least 2s", benchWindowEnv, v)
-		}
-		window = d
-	}
-	nice := benchClientNice
-	if v := os.Getenv(benchNiceEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > 19 {
-			b.Fatalf("%s=%q: want 0..19", benchNiceEnv, v)
-		}
-		nice = n
-	}
+	ns := fleetproc.EnvCounts(b, benchSessionsEnv, benchSessions)
+	window := fleetproc.EnvDuration(b, benchWindowEnv, benchWindow, 2*time.Second)
+	nice := fleetproc.EnvInt(b, benchNiceEnv, benchClientNice, 0, 19)
 	client := "rtctest"
 	switch v := os.Getenv(benchClientEnv); v {
 	case "", "rtctest":
@@ -198,14 +174,7 @@ func BenchmarkConcurrentSessions(b *testing.B) {
 	default:
 		b.Fatalf("%s=%q: want rtctest or light", benchClientEnv, v)
 	}
-	complexity := -1
-	if v := os.Getenv(benchOpusEnv); v != "" {
-		c, err := strconv.Atoi(v)
-		if err != nil || c < 0 || c > 10 {
-			b.Fatalf("%s=%q: want 0..10", benchOpusEnv, v)
-		}
-		complexity = c
-	}
+	complexity := fleetproc.EnvInt(b, benchOpusEnv, -1, 0, 10)
 	for _, n := range ns {
 		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
 			benchSessionsOnce(b, n, benchRun{window: window, nice: nice, opusComplexity: complexity, client: client})
@@ -221,30 +190,13 @@ type benchRun struct {
 	client         string
 }
 
-// sessionCounts is HOLDLINE_BENCH_SESSIONS ("100" or "25,50"), or def.
-func sessionCounts(b *testing.B, def []int) []int {
-	v := os.Getenv(benchSessionsEnv)
-	if v == "" {
-		return def
-	}
-	var ns []int
-	for _, f := range strings.Split(v, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n <= 0 {
-			b.Fatalf("%s=%q: want session counts like 25,50,100", benchSessionsEnv, v)
-		}
-		ns = append(ns, n)
-	}
-	return ns
-}
-
 func benchSessionsOnce(b *testing.B, n int, run benchRun) {
 	window := run.window
 	b.StopTimer()
 	// The baseline: nothing of an earlier run left, memory given back.
 	debug.FreeOSMemory()
-	heap0, live0 := heapStats()
-	rss0 := rssKiB(b)
+	heap0, live0 := procstat.HeapStats()
+	rss0 := procstat.RSSKiB(b)
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	opts := []server.Option{server.WithAgentName("booking"), server.WithMaxSessions(n + 10), server.WithLogger(logger)}
@@ -269,24 +221,17 @@ func benchSessionsOnce(b *testing.B, n int, run benchRun) {
 	cfg := fleetConfig{URL: hs.URL, N: n, Client: run.client, Window: window, Connect: fleetConnectBase + time.Duration(n)*fleetConnectPer, Nice: run.nice}
 	fleet := startFleet(b, cfg)
 
-	msg := fleet.next(b, cfg.Connect+30*time.Second)
-	if msg.Type != "ready" {
-		b.Fatalf("client fleet: %s %s", msg.Type, msg.Error)
-	}
+	msg := fleetproc.Ready(b, fleet, cfg.Connect+30*time.Second)
 	up := msg.Connected
 	b.Logf("%d of %d clients connected and greeted in %.1fs; %d sessions live", up, n, msg.SetupSeconds, srv.Sessions())
-	if msg.Failed > 0 {
-		// Measure what the others cost all the same: "sessions" says it.
-		b.Logf("SHORT: %d of %d clients did not connect or hear their greeting: %s", msg.Failed, n, msg.Error)
-	}
 
 	// The window.
 	missed0, late0 := srv.MissedFrames(), srv.LateFrames()
-	cpu0 := cpuSeconds()
-	steal0 := stolenCPU(b)
-	others0 := otherProcsCPU(fleet.cmd.Process.Pid)
+	cpu0 := procstat.CPUSeconds()
+	steal0 := procstat.StolenCPU(b)
+	others0 := procstat.Others(fleet.PID())
 	start := time.Now()
-	fleet.send(b, "go")
+	fleet.Send(b, "go")
 	b.StartTimer()
 	// Where in the window frames went missing, by second.
 	var missedBySecond []uint64
@@ -298,27 +243,27 @@ func benchSessionsOnce(b *testing.B, n int, run benchRun) {
 	}
 	time.Sleep(time.Until(start.Add(window)))
 	b.StopTimer()
-	cpu1 := cpuSeconds()
-	steal1 := stolenCPU(b)
-	others1 := otherProcsCPU(fleet.cmd.Process.Pid)
+	cpu1 := procstat.CPUSeconds()
+	steal1 := procstat.StolenCPU(b)
+	others1 := procstat.Others(fleet.PID())
 	wall := time.Since(start).Seconds()
 	missed := srv.MissedFrames() - missed0
 	late := srv.LateFrames() - late0
 	live := srv.Sessions()
 
-	res := fleet.next(b, 30*time.Second)
+	res := fleet.Next(b, 30*time.Second)
 	if res.Type != "result" {
 		b.Fatalf("client fleet: %s %s", res.Type, res.Error)
 	}
 	// Memory with every session still live.
 	debug.FreeOSMemory()
-	heap1, live1 := heapStats()
-	rss1 := rssKiB(b)
+	heap1, live1 := procstat.HeapStats()
+	rss1 := procstat.RSSKiB(b)
 	if path := os.Getenv(benchHeapEnv); path != "" {
 		writeHeapProfile(b, fmt.Sprintf("%s.%d", path, n))
 	}
-	fleet.send(b, "bye")
-	fleet.wait(b)
+	fleet.Send(b, "bye")
+	fleet.Wait(b)
 
 	perSession := func(v float64) float64 { return v / float64(up) }
 	serverCPU := 100 * (cpu1 - cpu0) / wall
@@ -329,7 +274,7 @@ func benchSessionsOnce(b *testing.B, n int, run benchRun) {
 	// The rest of the machine: other processes, or a hypervisor taking the
 	// CPU, skew everything.
 	steal := 100 * (steal1 - steal0) / wall
-	others := 100 * others1.since(others0) / wall
+	others := 100 * others1.Since(others0) / wall
 	b.ReportMetric(others, "other-cpu-%")
 	b.ReportMetric(steal, "steal-cpu-%")
 	b.ReportMetric(perSession(float64(heap1)-float64(heap0))/1024, "heap-KiB/session")
@@ -361,207 +306,14 @@ func benchSessionsOnce(b *testing.B, n int, run benchRun) {
 	}
 }
 
-// fleet is the client process, seen from the benchmark.
-type fleet struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	msgs   chan fleetMsg
-	stderr *tailBuffer
-	done   chan error
-}
-
-func startFleet(b *testing.B, cfg fleetConfig) *fleet {
+// startFleet starts the client process: this test binary again, running
+// TestBenchClientFleet with cfg.
+func startFleet(b *testing.B, cfg fleetConfig) *fleetproc.Child[fleetMsg] {
 	spec, err := json.Marshal(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	limit := cfg.Connect + cfg.Window + 2*time.Minute
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestBenchClientFleet$", "-test.count=1", "-test.timeout="+limit.String())
-	cmd.Env = append(os.Environ(), fleetEnv+"="+string(spec))
-	cmd.WaitDelay = 5 * time.Second
-	f := &fleet{cmd: cmd, msgs: make(chan fleetMsg, 16), stderr: &tailBuffer{max: 8 << 10}, done: make(chan error, 1)}
-	cmd.Stdout = &lineWriter{line: f.line}
-	cmd.Stderr = f.stderr
-	if f.stdin, err = cmd.StdinPipe(); err != nil {
-		cancel()
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		cancel()
-		b.Fatal(err)
-	}
-	go func() { f.done <- cmd.Wait() }()
-	// Whatever happens to the benchmark, the child goes with it.
-	b.Cleanup(func() {
-		cancel()
-		f.wait(b)
-	})
-	return f
-}
-
-func (f *fleet) line(s string) {
-	rest, ok := strings.CutPrefix(s, fleetPrefix)
-	if !ok {
-		return
-	}
-	var m fleetMsg
-	if err := json.Unmarshal([]byte(rest), &m); err != nil {
-		m = fleetMsg{Type: "error", Error: "bad line from the fleet: " + s}
-	}
-	f.msgs <- m
-}
-
-// next waits for the child's next message.
-func (f *fleet) next(b *testing.B, timeout time.Duration) fleetMsg {
-	b.Helper()
-	select {
-	case m := <-f.msgs:
-		return m
-	case err := <-f.done:
-		f.done <- err
-		b.Fatalf("the client fleet exited: %v; stderr:\n%s", err, f.stderr)
-	case <-time.After(timeout):
-		b.Fatalf("no word from the client fleet in %v; stderr:\n%s", timeout, f.stderr)
-	}
-	return fleetMsg{}
-}
-
-func (f *fleet) send(b *testing.B, cmd string) {
-	b.Helper()
-	if _, err := io.WriteString(f.stdin, cmd+"\n"); err != nil {
-		b.Fatalf("telling the client fleet %q: %v", cmd, err)
-	}
-}
-
-// wait waits for the child to exit (once the benchmark's context ends it
-// is killed).
-func (f *fleet) wait(b *testing.B) {
-	f.stdin.Close()
-	err := <-f.done
-	f.done <- err
-	if err != nil && !b.Failed() {
-		b.Errorf("client fleet: %v; stderr:\n%s", err, f.stderr)
-	}
-}
-
-// lineWriter calls line for every whole line written to it.
-type lineWriter struct {
-	buf  []byte
-	line func(string)
-}
-
-func (w *lineWriter) Write(p []byte) (int, error) {
-	w.buf = append(w.buf, p...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			return len(p), nil
-		}
-		w.line(string(w.buf[:i]))
-		w.buf = w.buf[i+1:]
-	}
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-	max int
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > t.max {
-		t.buf = t.buf[len(t.buf)-t.max:]
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
-}
-
-// cpuSeconds is this process's user+sys CPU time.
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
-	return tv(ru.Utime) + tv(ru.Stime)
-}
-
-// stolenCPU is the CPU time the hypervisor took from this machine's CPUs
-// (steal in /proc/stat), in seconds. (Its busy times are sampled at the
-// tick and miss a load that wakes every 20 ms, so they are not used.)
-func stolenCPU(tb testing.TB) float64 {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		tb.Fatalf("/proc/stat: %q", line)
-	}
-	tick := func(i int) float64 {
-		v, err := strconv.ParseFloat(f[i], 64)
-		if err != nil {
-			tb.Fatalf("/proc/stat: %q", line)
-		}
-		return v / 100 // USER_HZ
-	}
-	return tick(8) // user nice system idle iowait irq softirq steal
-}
-
-// procsCPU is the CPU time, in seconds, of each process but this one and
-// the excluded, with their reaped children.
-type procsCPU map[int]float64
-
-func otherProcsCPU(exclude ...int) procsCPU {
-	out := procsCPU{}
-	dirs, _ := os.ReadDir("/proc")
-	self := os.Getpid()
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil || pid == self || slices.Contains(exclude, pid) {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + d.Name() + "/stat")
-		if err != nil {
-			continue // gone
-		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 15 {
-			continue
-		}
-		var ticks float64
-		for _, s := range f[11:15] { // utime stime cutime cstime
-			v, _ := strconv.ParseFloat(s, 64)
-			ticks += v
-		}
-		out[pid] = ticks / 100 // USER_HZ
-	}
-	return out
-}
-
-// since returns the CPU time used from then to p: by the processes of both,
-// and all of it for processes started since.
-func (p procsCPU) since(then procsCPU) float64 {
-	var sum float64
-	for pid, v := range p {
-		sum += max(0, v-then[pid])
-	}
-	return sum
+	return fleetproc.Start[fleetMsg](b, "TestBenchClientFleet", fleetEnv+"="+string(spec), cfg.Connect+cfg.Window+2*time.Minute)
 }
 
 func writeHeapProfile(tb testing.TB, path string) {
@@ -573,33 +325,6 @@ func writeHeapProfile(tb testing.TB, path string) {
 	if err := pprof.WriteHeapProfile(f); err != nil {
 		tb.Fatal(err)
 	}
-}
-
-// heapStats returns the heap in use and the live heap, in bytes; call it
-// after a GC.
-func heapStats() (inuse, live uint64) {
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapInuse, ms.HeapAlloc
-}
-
-// rssKiB is this process's resident set (VmRSS).
-func rssKiB(tb testing.TB) int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				tb.Fatalf("VmRSS %q: %v", v, err)
-			}
-			return n
-		}
-	}
-	tb.Fatal("no VmRSS in /proc/self/status")
-	return 0
 }
 
 // TestBenchClientFleet is BenchmarkConcurrentSessions's client process: N
@@ -617,64 +342,10 @@ func TestBenchClientFleet(t *testing.T) {
 	if err := json.Unmarshal([]byte(spec), &cfg); err != nil || cfg.N <= 0 || cfg.Window <= 0 {
 		t.Fatalf("%s=%s: %v", fleetEnv, spec, err)
 	}
-	var outMu sync.Mutex
-	emit := func(m fleetMsg) {
-		b, _ := json.Marshal(m)
-		outMu.Lock()
-		defer outMu.Unlock()
-		fmt.Fprintf(os.Stdout, "%s%s\n", fleetPrefix, b)
-	}
-	fail := func(format string, args ...any) {
-		t.Helper()
-		msg := fmt.Sprintf(format, args...)
-		emit(fleetMsg{Type: "error", Error: msg})
-		t.Fatal(msg)
-	}
-	if cfg.Nice > 0 {
-		if err := reniceSelf(cfg.Nice); err != nil {
-			t.Logf("renice: %v", err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.Connect+cfg.Window+time.Minute)
-	defer cancel()
-
-	// The benchmark's commands; EOF (the benchmark went away) ends the run
-	// wherever it is.
-	cmds := make(chan string)
-	go func() {
-		defer cancel()
-		defer close(cmds)
-		sc := bufio.NewScanner(os.Stdin)
-		for sc.Scan() {
-			select {
-			case cmds <- strings.TrimSpace(sc.Text()):
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	await := func(want string, within time.Duration) bool {
-		timer := time.NewTimer(within)
-		defer timer.Stop()
-		for {
-			select {
-			case c, ok := <-cmds:
-				if !ok {
-					return false
-				}
-				if c == want {
-					return true
-				}
-			case <-timer.C:
-				return false
-			case <-ctx.Done():
-				return false
-			}
-		}
-	}
+	run := fleetproc.Begin(t, cfg.Nice, cfg.Connect+cfg.Window+time.Minute)
+	ctx, await := run.Ctx, run.Commands.Await
 
 	// Connect everyone and wait for every greeting.
-	setup := time.Now()
 	dial := dialRTCTest
 	if cfg.Client == "light" {
 		dial = dialLight
@@ -691,56 +362,27 @@ func TestBenchClientFleet(t *testing.T) {
 	}()
 	cctx, ccancel := context.WithTimeout(ctx, cfg.Connect)
 	defer ccancel()
-	// A client that cannot connect or hear its greeting in time (an
-	// overloaded machine) is left out and counted, so the run still says
-	// what the rest cost.
-	var (
-		errMu    sync.Mutex
-		failed   int
-		firstErr error
-	)
-	failure := func(i int, err error) {
-		errMu.Lock()
-		defer errMu.Unlock()
-		failed++
-		if firstErr == nil {
-			firstErr = fmt.Errorf("client %d: %w", i, err)
-		}
-	}
-	dialers := make(chan struct{}, fleetDialers)
-	var dialing sync.WaitGroup
-	for i := range clients {
-		dialing.Go(func() {
-			dialers <- struct{}{}
-			c, err := dial(cctx, cfg.URL)
-			<-dialers
-			if err != nil {
-				failure(i, err)
-				return
-			}
-			if err := waitLoud(cctx, c); err != nil {
-				c.Close()
-				failure(i, err)
-				return
-			}
+	ready := fleetproc.Connect(t, cctx, cfg.N, fleetDialers, func(ctx context.Context, i int) error {
+		c, err := dial(ctx, cfg.URL)
+		if err == nil {
 			clients[i] = c
-		})
-	}
-	dialing.Wait()
-	ready := fleetMsg{Type: "ready", SetupSeconds: time.Since(setup).Seconds(), Connected: cfg.N - failed, Failed: failed}
-	if firstErr != nil {
-		ready.Error = firstErr.Error()
-	}
+		}
+		return err
+	}, func(ctx context.Context, i int) error {
+		err := waitLoud(ctx, clients[i])
+		if err != nil {
+			clients[i].Close()
+			clients[i] = nil
+		}
+		return err
+	})
 	clients = slices.DeleteFunc(clients, func(c fleetClient) bool { return c == nil })
-	if len(clients) == 0 {
-		fail("no client connected: %v", firstErr)
-	}
-	emit(ready)
+	fleetproc.Emit(fleetMsg{Status: ready})
 
 	if !await("go", time.Minute) {
 		t.Fatal("no go from the benchmark")
 	}
-	cpu0 := cpuSeconds()
+	cpu0 := procstat.CPUSeconds()
 	start := time.Now()
 	end := start.Add(cfg.Window)
 	// Each client makes a short sound (the VAD and recogniser run; with
@@ -753,7 +395,7 @@ func TestBenchClientFleet(t *testing.T) {
 	if cfg.Speech {
 		var err error
 		if spoken, err = speakFleet(ctx, clients, start, end, stagger); err != nil {
-			fail("speech: %v", err)
+			fleetproc.Fail(t, "speech: %v", err)
 		}
 	}
 	for i, c := range clients {
@@ -762,11 +404,11 @@ func TestBenchClientFleet(t *testing.T) {
 		}
 		script.Go(func() {
 			at := start.Add(time.Duration(i) * stagger / time.Duration(len(clients)))
-			if !sleepUntil(ctx, at) {
+			if !fleetproc.SleepUntil(ctx, at) {
 				return
 			}
 			c.SayTone()
-			if !sleepUntil(ctx, at.Add(fleetToneToText)) {
+			if !fleetproc.SleepUntil(ctx, at.Add(fleetToneToText)) {
 				return
 			}
 			if err := c.SendText(fleetLines[i%len(fleetLines)]); err == nil {
@@ -774,12 +416,12 @@ func TestBenchClientFleet(t *testing.T) {
 			}
 		})
 	}
-	sleepUntil(ctx, end)
-	cpu1 := cpuSeconds()
+	fleetproc.SleepUntil(ctx, end)
+	cpu1 := procstat.CPUSeconds()
 	wall := time.Since(start).Seconds()
 	script.Wait()
 
-	res := fleetMsg{Type: "result", CPUSeconds: cpu1 - cpu0, WallSeconds: wall}
+	res := fleetMsg{Status: fleetproc.Status{Type: "result"}, CPUSeconds: cpu1 - cpu0, WallSeconds: wall}
 	if cfg.Speech {
 		res.Sent, res.Replies = spoken.wait(clients, end)
 	}
@@ -814,7 +456,7 @@ func TestBenchClientFleet(t *testing.T) {
 			}
 		}
 	}
-	emit(res)
+	fleetproc.Emit(res)
 	await("bye", 30*time.Second)
 	if cfg.Delete {
 		// The benchmark closes stdin after "bye", which ends ctx.
@@ -830,36 +472,6 @@ func TestBenchClientFleet(t *testing.T) {
 		}
 		wg.Wait()
 	}
-}
-
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	timer := time.NewTimer(time.Until(t))
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// reniceSelf sets every thread of this process to nice; Linux keeps
-// niceness per thread, and threads made later inherit it.
-func reniceSelf(nice int) error {
-	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return err
-	}
-	for _, task := range tasks {
-		tid, err := strconv.Atoi(task.Name())
-		if err != nil {
-			continue
-		}
-		if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, nice); err != nil {
-			return fmt.Errorf("thread %d: %w", tid, err)
-		}
-	}
-	return nil
 }
 
 // fleetClient is one caller of the fleet.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -24,6 +25,8 @@ import (
 
 	"github.com/holdline/holdline/examples/booking"
 	"github.com/holdline/holdline/internal/cheap"
+	"github.com/holdline/holdline/internal/fleetproc"
+	"github.com/holdline/holdline/internal/procstat"
 	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/server"
 	"github.com/holdline/holdline/stt/pocketsphinx"
@@ -102,19 +105,9 @@ func BenchmarkLocalEngines(b *testing.B) {
 	if err != nil {
 		b.Skipf("espeak-ng is not installed: %v", err)
 	}
-	ns := sessionCounts(b, []int{20})
-	window := 30 * time.Second
-	if v := os.Getenv(benchWindowEnv); v != "" {
-		if window, err = time.ParseDuration(v); err != nil || window < 10*time.Second {
-			b.Fatalf("%s=%q: want a duration of at least 10s", benchWindowEnv, v)
-		}
-	}
-	rounds := 1
-	if v := os.Getenv(benchRoundsEnv); v != "" {
-		if rounds, err = strconv.Atoi(v); err != nil || rounds < 1 {
-			b.Fatalf("%s=%q: want a count", benchRoundsEnv, v)
-		}
-	}
+	ns := fleetproc.EnvCounts(b, benchSessionsEnv, []int{20})
+	window := fleetproc.EnvDuration(b, benchWindowEnv, 30*time.Second, 10*time.Second)
+	rounds := fleetproc.EnvInt(b, benchRoundsEnv, 1, 1, math.MaxInt)
 	client := "rtctest"
 	switch v := os.Getenv(benchClientEnv); v {
 	case "", "rtctest":
@@ -155,7 +148,7 @@ func localEnginesOnce(b *testing.B, n int, window time.Duration, rounds int, cli
 		srv.Close()
 	}()
 	debug.FreeOSMemory()
-	rss0 := rssKiB(b)
+	rss0 := procstat.RSSKiB(b)
 	anon0 := rssAnonKiB(b)
 	ch := cheap.Stats()
 	var ms0 goruntime.MemStats
@@ -179,37 +172,30 @@ func localEnginesOnce(b *testing.B, n int, window time.Duration, rounds int, cli
 		cfg := fleetConfig{URL: hs.URL, N: n, Client: client, Window: window, Connect: fleetConnectBase + time.Duration(n)*fleetConnectPer,
 			Nice: benchClientNice, Speech: true, Delete: true}
 		fleet := startFleet(b, cfg)
-		msg := fleet.next(b, cfg.Connect+30*time.Second)
-		if msg.Type != "ready" {
-			b.Fatalf("client fleet: %s %s", msg.Type, msg.Error)
-		}
-		up = msg.Connected
-		if msg.Failed > 0 {
-			b.Logf("round %d: %d of %d calls did not connect or hear their greeting: %s", r+1, msg.Failed, n, msg.Error)
-		}
+		up = fleetproc.Ready(b, fleet, cfg.Connect+30*time.Second).Connected
 		turnsAtGreeted := scrape(b, hs.URL)["holdline_turns_total"]
 		missed0 := srv.MissedFrames()
-		cpu0 := cpuSeconds()
+		cpu0 := procstat.CPUSeconds()
 		start := time.Now()
-		fleet.send(b, "go")
+		fleet.Send(b, "go")
 		b.StartTimer()
-		res := fleet.next(b, window+time.Minute)
+		res := fleet.Next(b, window+time.Minute)
 		b.StopTimer()
 		if res.Type != "result" {
 			b.Fatalf("client fleet: %s %s", res.Type, res.Error)
 		}
 		// Agent turns in the window: answers to the callers.
 		answers += scrape(b, hs.URL)["holdline_turns_total"] - turnsAtGreeted
-		cpu += cpuSeconds() - cpu0
+		cpu += procstat.CPUSeconds() - cpu0
 		wall += time.Since(start).Seconds()
 		missed += srv.MissedFrames() - missed0
 		sent += res.Sent
 		replies += res.Replies
 		debug.FreeOSMemory()
-		liveMax = max(liveMax, rssKiB(b))
+		liveMax = max(liveMax, procstat.RSSKiB(b))
 
-		fleet.send(b, "bye")
-		fleet.wait(b)
+		fleet.Send(b, "bye")
+		fleet.Wait(b)
 		deadline := time.Now().Add(30 * time.Second)
 		for srv.Sessions() > 0 && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)
@@ -220,7 +206,7 @@ func localEnginesOnce(b *testing.B, n int, window time.Duration, rounds int, cli
 		// Idle decoders are freed after their idle time.
 		time.Sleep(pocketsphinx.DefaultIdleDecoder + time.Second)
 		debug.FreeOSMemory()
-		rssAfter = rssKiB(b)
+		rssAfter = procstat.RSSKiB(b)
 		anonAfter = rssAnonKiB(b)
 		var ms goruntime.MemStats
 		goruntime.ReadMemStats(&ms)
@@ -344,7 +330,7 @@ func speakFleet(ctx context.Context, clients []fleetClient, start, end time.Time
 			at := start.Add(time.Duration(i) * stagger / time.Duration(len(clients)))
 			for k := i; ; k++ {
 				p := k % len(durs)
-				if at.Add(durs[p]).After(end) || !sleepUntil(ctx, at) {
+				if at.Add(durs[p]).After(end) || !fleetproc.SleepUntil(ctx, at) {
 					return
 				}
 				sc.mu.Lock()

@@ -390,6 +390,10 @@ func (s *Server) Stop() {
 // Done is closed once the server process has exited.
 func (s *Server) Done() <-chan struct{} { return s.proc.Done() }
 
+// PID is the server process's ID, which is also its process group's (a
+// Restart changes it).
+func (s *Server) PID() int { return s.proc.Cmd.Process.Pid }
+
 // Token is a join token for identity in room, with the server's key.
 func (s *Server) Token(room, identity string) (string, error) {
 	at := auth.NewAccessToken(s.APIKey, s.APISecret).SetIdentity(identity).
