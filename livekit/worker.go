@@ -152,8 +152,14 @@ func WithLoad(load func() float64) WorkerOption {
 	return func(c *workerConfig) { c.load = load }
 }
 
+// DefaultLoadThreshold is the load above which a worker says it is full:
+// livekit-server (v1.8.4) offers no job to a worker whose reported load
+// is above 0.65 anyway, so a worker that said it was available above it
+// would lose the jobs the server then fails to place.
+const DefaultLoadThreshold = 0.65
+
 // WithLoadThreshold is the load above which the worker reports itself
-// full and refuses jobs (0.75 unless said).
+// full and refuses jobs (DefaultLoadThreshold unless said).
 func WithLoadThreshold(f float64) WorkerOption {
 	return func(c *workerConfig) { c.threshold = f }
 }
@@ -203,7 +209,7 @@ func NewWorker(serverURL, apiKey, apiSecret string, run JobFunc, opts ...WorkerO
 	roomURL := strings.TrimSuffix(u.String(), "/")
 	u.Path = strings.TrimSuffix(u.Path, "/") + "/agent"
 	cfg := workerConfig{
-		threshold:    0.75,
+		threshold:    DefaultLoadThreshold,
 		pingInterval: pingInterval,
 		pongTimeout:  pongTimeout,
 		backoffMin:   500 * time.Millisecond,
