@@ -28,7 +28,7 @@ type lkWorker struct {
 
 const lkAgentName = "holdline-booking"
 
-func startLiveKitWorker(t *testing.T, bin, name string, srv *livekittest.Server, redisURL, bookings, dir string) *lkWorker {
+func startLiveKitWorker(t *testing.T, bin, name string, srv *livekittest.Server, redisURL, bookings, dir string, extra ...string) *lkWorker {
 	t.Helper()
 	w := &lkWorker{name: name, log: filepath.Join(dir, name+".log"), done: make(chan struct{})}
 	logf, err := os.Create(w.log)
@@ -37,6 +37,7 @@ func startLiveKitWorker(t *testing.T, bin, name string, srv *livekittest.Server,
 	}
 	w.cmd = exec.Command(bin, "livekit", "--url", srv.URL, "--agent", "booking", "--agent-name", lkAgentName,
 		"--store", redisURL, "--worker", name, "--booking-time", "1500ms", "--bookings", bookings)
+	w.cmd.Args = append(w.cmd.Args, extra...)
 	w.cmd.Env = append(os.Environ(), "LIVEKIT_API_KEY="+srv.APIKey, "LIVEKIT_API_SECRET="+srv.APISecret,
 		snapshotKeyEnv+"="+workerSnapshotKey, "OPENAI_API_KEY=")
 	w.cmd.Stdout, w.cmd.Stderr = logf, logf
@@ -219,5 +220,99 @@ func TestLiveKitWorkersRoomsOutliveAKilledWorker(t *testing.T) {
 	}
 	if n := duplicateBookings(t, bookings); n != 0 {
 		t.Errorf("%d bookings made twice", n)
+	}
+}
+
+// A worker told to stop (SIGTERM) takes no more rooms, waits its drain
+// timeout for its rooms' calls to end, then lets them go with their
+// checkpoints; the other worker dispatches them again and picks them up,
+// and the caller, who never left the room, hears the agent go on.
+func TestLiveKitWorkerDrainHandsItsRoomsOn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes")
+	}
+	rd := redistest.Start(t)
+	srv := livekittest.StartT(t)
+	dir := t.TempDir()
+	bin := buildHoldline(t, dir)
+	bookings := filepath.Join(dir, "bookings.jsonl")
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	old := startLiveKitWorker(t, bin, "old", srv, rd.URL(), bookings, dir, "--drain-timeout", "2s")
+	if err := srv.Dispatch(ctx, "stays", lkAgentName, ""); err != nil {
+		t.Fatal(err)
+	}
+	c, err := livekittest.DialCaller(ctx, srv, "stays", "caller")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	if err := c.Wait(ctx, "the greeting", func(c *livekittest.Caller) bool { return heardAgentAfter(c, start) }); err != nil {
+		t.Fatalf("%v\n%s", err, old.logText())
+	}
+	c.SendChat("Book a table for two at seven.")
+	if err := c.Wait(ctx, "the booking confirmed", func(c *livekittest.Caller) bool {
+		return slices.ContainsFunc(c.Transcriptions(), func(s livekittest.TextStream) bool {
+			return s.Done && strings.Contains(s.Text, "booked")
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	next := startLiveKitWorker(t, bin, "next", srv, rd.URL(), bookings, dir)
+	if err := old.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	termed := time.Now()
+	select {
+	case <-old.done:
+	case <-ctx.Done():
+		t.Fatalf("the old worker did not exit after its drain; its log:\n%s", old.logText())
+	}
+	if code := old.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("the old worker exited %d after its drain; its log:\n%s", code, old.logText())
+	}
+	exited := time.Since(termed)
+	// A room dispatched while it drained would have gone to next only.
+	next.waitLog(t, ctx, "origin=reconnected", time.Minute)
+	if err := c.Wait(ctx, "the agent from the next worker", func(c *livekittest.Caller) bool {
+		return heardAgentAfter(c, termed.Add(exited))
+	}); err != nil {
+		t.Fatalf("%v\nnext's log:\n%s", err, next.logText())
+	}
+	t.Logf("SIGTERM to exit %v; to the agent heard from the next worker %v", exited.Round(time.Millisecond), time.Since(termed).Round(time.Millisecond))
+	if n := duplicateBookings(t, bookings); n != 0 {
+		t.Errorf("%d bookings made twice", n)
+	}
+}
+
+// A worker given the wrong secret, or none, says so at start-up and stops:
+// one refused connection, not a retry storm.
+func TestLiveKitWorkerWithTheWrongSecretSaysSo(t *testing.T) {
+	srv := livekittest.StartT(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("LIVEKIT_API_KEY", srv.APIKey)
+	t.Setenv("LIVEKIT_API_SECRET", "")
+	var out strings.Builder
+	err := run(ctx, []string{"livekit", "--url", srv.URL}, strings.NewReader(""), &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "LIVEKIT_API_SECRET") {
+		t.Errorf("no secret: %v", err)
+	}
+	t.Setenv("LIVEKIT_API_SECRET", "not-the-secret-of-this-server-0123456789")
+	start := time.Now()
+	err = run(ctx, []string{"livekit", "--url", srv.URL}, strings.NewReader(""), &out, &out)
+	took := time.Since(start)
+	if err == nil || !strings.Contains(err.Error(), "LIVEKIT_API_KEY and LIVEKIT_API_SECRET") {
+		t.Fatalf("a wrong secret: %v", err)
+	}
+	t.Logf("a wrong secret: %v, after %v", err, took.Round(time.Millisecond))
+	if strings.Contains(out.String(), "not-the-secret") {
+		t.Error("the secret is in the output")
+	}
+	refused := strings.Count(srv.Log(), "401") + strings.Count(srv.Log(), "unauthorized")
+	if refused > 2 {
+		t.Errorf("the server logged %d refusals: the worker tried again", refused)
 	}
 }
