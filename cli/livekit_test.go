@@ -201,13 +201,19 @@ func TestLiveKitWorkersRoomsOutliveAKilledWorker(t *testing.T) {
 	// say what they will of the booking its death left unknown.
 	for i, c := range callers {
 		if slices.Contains(held, i) {
-			var said []string
-			for _, s := range c.Transcriptions() {
-				if s.Sender != c.Identity && s.Done {
-					said = append(said, s.Text)
+			after := func(c *livekittest.Caller) []string {
+				var said []string
+				for _, s := range c.Transcriptions() {
+					if s.Sender != c.Identity && s.Done && s.Started.After(killed) {
+						said = append(said, s.Text)
+					}
 				}
+				return said
 			}
-			t.Logf("room %d, picked up: the agent said %q", i, said)
+			if err := c.Wait(ctx, "the picked-up agent's words", func(c *livekittest.Caller) bool { return len(after(c)) > 0 }); err != nil {
+				t.Errorf("room %d: %v", i, err)
+			}
+			t.Logf("room %d, picked up: the agent said %q", i, after(c))
 			continue
 		}
 		if err := c.Wait(ctx, "the booking confirmed", func(c *livekittest.Caller) bool {
