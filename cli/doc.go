@@ -25,6 +25,12 @@
 // a store (a file by default, Redis with --store) so that a call outlives
 // its worker.
 //
+// livekit runs the agent as a LiveKit agent worker (package livekit): a
+// LiveKit server dispatches rooms to it, by name (--agent-name) or to
+// every new room, and each room is one call; with a shared store the
+// workers dispatch again the rooms of a worker that died, and SIGTERM
+// drains.
+//
 // call places a phone call and runs the agent on it. talk runs the agent on
 // this computer's microphone and speaker, with echo cancellation so that
 // talking over it interrupts it. simulate runs scenario files in virtual

@@ -1,10 +1,12 @@
 package livekit_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +22,7 @@ import (
 	"github.com/holdline/holdline/examples/booking"
 	"github.com/holdline/holdline/internal/livekittest"
 	"github.com/holdline/holdline/livekit"
+	"github.com/holdline/holdline/media"
 	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/scripted"
 	"github.com/holdline/holdline/webrtc/rtctest"
@@ -231,9 +234,9 @@ func TestCallerInALiveKitRoomTriedAsALiveKitClientWould(t *testing.T) {
 	hc := r.call(t, ctx)
 	waitEvent(t, ctx, hc, "the greeting played", kind(events.PlayoutDone))
 
-	// The caller asks for a table, out loud.
+	// The caller asks for a table, out loud, in espeak-ng's voice.
 	r.agents.last().Say("book a table for two at seven")
-	c.Say(rtctest.Tone(700*time.Millisecond, 0.3))
+	c.Say(espeak48k(t, "Book a table for two at seven."))
 	waitEvent(t, ctx, hc, "the booking", booked)
 	said := waitEvent(t, ctx, hc, "the booking's answer", func(e events.Event) bool {
 		return e.Kind == events.PlayoutDone && strings.Contains(e.Text, "booked")
@@ -442,4 +445,23 @@ func TestBargeInThroughLiveKit(t *testing.T) {
 	if p95 > 600*time.Millisecond {
 		t.Errorf("barge-in p95 %v through LiveKit; want at most 300 ms (600 ms under test load)", p95)
 	}
+}
+
+// espeak48k is espeak-ng saying text, at the 48 kHz a test caller's
+// microphone takes.
+func espeak48k(t *testing.T, text string) []int16 {
+	t.Helper()
+	out, err := exec.Command("espeak-ng", "--stdout", text).Output()
+	if err != nil {
+		t.Skipf("espeak-ng: %v (make test installs it)", err)
+	}
+	pcm, rate, err := media.ReadWAV(bytes.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := media.NewResampler(rate, 48000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs.Process(nil, pcm)
 }
