@@ -155,15 +155,9 @@ func (r *Rescue) rescue(ctx context.Context, room *lkproto.Room) (bool, error) {
 		}
 		return false, err
 	}
-	if _, err := r.st.Load(ctx, session); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return false, nil // the call ended
-		}
-		return false, err
-	}
-	// The lease free means its worker stopped renewing it. Held for the
-	// check, it keeps the other workers' rescues out until the mark is
-	// down.
+	// The lease free means its worker stopped renewing it (a live call's
+	// is held, and costs this look no more). Held for the check, it keeps
+	// the other workers' rescues out until the mark is down.
 	lease, err := r.st.Acquire(ctx, session, r.owner, rescueCallTimeout)
 	if err != nil {
 		if errors.Is(err, store.ErrLeaseHeld) {
@@ -176,6 +170,12 @@ func (r *Rescue) rescue(ctx context.Context, room *lkproto.Room) (bool, error) {
 		_ = r.st.Release(rctx, lease)
 		cancel()
 	}()
+	if _, err := r.st.Load(ctx, session); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil // the call ended
+		}
+		return false, err
+	}
 	mark := "livekit-rescued:" + room.Sid
 	if _, err := r.st.GetAlias(ctx, mark); err == nil {
 		return false, nil // dispatched again lately; its job is starting

@@ -26,7 +26,10 @@ const (
 	AttrAgentState     = "lk.agent.state"
 )
 
-var quietSDK sync.Once
+// The SDK's pion loggers go to its global logger, which logs every level
+// to stderr: a test's output would be mostly that. Set before any test
+// runs, since the SDK reads it unguarded whenever a room is made.
+func init() { lksdk.SetLogger(lklogger.GetDiscardLogger()) }
 
 // Caller is a normal participant in a room, as a phone or browser caller
 // is: it speaks on a microphone track, hears every audio track it is
@@ -104,11 +107,6 @@ func WithMetadata(metadata string) CallerOption {
 
 // DialCaller joins room on srv as identity and publishes its microphone.
 func DialCaller(ctx context.Context, srv *Server, room, identity string, opts ...CallerOption) (_ *Caller, err error) {
-	quietSDK.Do(func() {
-		// The SDK's pion loggers go to its global logger, which logs
-		// every level to stderr: a test's output would be mostly that.
-		lksdk.SetLogger(lklogger.GetDiscardLogger())
-	})
 	var cfg callerConfig
 	for _, o := range opts {
 		o(&cfg)
