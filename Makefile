@@ -28,6 +28,9 @@ LIVEKIT_SERVER := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/holdline/livekit-server
 # ECHO_TIMED are the carrier tests that judge barge-in on an echoing line
 # in real time (make test runs them on their own).
 ECHO_TIMED := TestCarrierGreetingOverAnEchoingLine|TestBargeInThroughTwilio|TestBargeInThroughTelnyxAndPlivo
+# ECHO_TIMED_CLI are serve's carrier calls over an echoing line, on the
+# local recogniser (run on their own as well).
+ECHO_TIMED_CLI := TestTwilioCallToServeBooksOnce|TestTelnyxCallToServeBooksOnce|TestPlivoCallToServeBooksOnce
 # LIVEKIT_TIMED are the LiveKit tests that time barge-in at the caller or
 # count every caller's turn answered in real time (run on their own too).
 LIVEKIT_TIMED := TestBargeInThroughLiveKit|TestLiveKitRoomsBenchmarkRuns
@@ -91,10 +94,11 @@ vet:
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$unformatted" ]; then echo "not gofmt-ed (gofmt -w them):"; echo "$$unformatted"; exit 1; fi
 
 test: test-deps models vet build
-	HOLDLINE_MODELS_DIR=$(MODELS_DIR) HOLDLINE_REQUIRE_MODELS=1 $(GO) test -race -count=1 -timeout 20m -artifacts -skip '^(TestBrowser|TestCluster|$(ECHO_TIMED)|$(LIVEKIT_TIMED))' ./...
+	HOLDLINE_MODELS_DIR=$(MODELS_DIR) HOLDLINE_REQUIRE_MODELS=1 $(GO) test -race -count=1 -timeout 20m -artifacts -skip '^(TestBrowser|TestCluster|$(ECHO_TIMED)|$(ECHO_TIMED_CLI)|$(LIVEKIT_TIMED))' ./...
 	# The carrier tests that time an echoing line's barge-in in real time:
 	# alone, as the browser tests below, not beside every other package.
 	HOLDLINE_MODELS_DIR=$(MODELS_DIR) HOLDLINE_REQUIRE_MODELS=1 $(GO) test -race -count=1 -timeout 5m -run '^($(ECHO_TIMED))$$' ./carrier
+	HOLDLINE_MODELS_DIR=$(MODELS_DIR) HOLDLINE_REQUIRE_MODELS=1 $(GO) test -race -count=1 -timeout 5m -run '^($(ECHO_TIMED_CLI))$$' ./cli
 	HOLDLINE_MODELS_DIR=$(MODELS_DIR) HOLDLINE_REQUIRE_MODELS=1 $(GO) test -race -count=1 -timeout 5m -run '^($(LIVEKIT_TIMED))$$' ./livekit
 	# The browser tests time the agent's audio at the page in real time: run
 	# alone, not beside every other package's tests on two cores.

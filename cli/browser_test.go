@@ -168,10 +168,12 @@ func serveForBrowserWith(t *testing.T, ctx context.Context, token string, flags 
 	t.Setenv("HOLDLINE_TOKEN", token)
 	runCtx, stop := context.WithCancel(ctx)
 	outR, outW := io.Pipe()
-	var stderr bytes.Buffer
+	// Read by the cleanup while a carrier stream's handler, which outlives
+	// serve's return by a moment, may still write it.
+	stderr := &lockedBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- run(runCtx, append([]string{"serve", "--agent", "booking", "--http", "127.0.0.1:0"}, flags...), strings.NewReader(""), outW, &stderr)
+		done <- run(runCtx, append([]string{"serve", "--agent", "booking", "--http", "127.0.0.1:0"}, flags...), strings.NewReader(""), outW, stderr)
 		outW.Close()
 	}()
 	t.Cleanup(func() {
