@@ -81,17 +81,16 @@ type room struct {
 
 	pushMu sync.Mutex // PushAudio from one receiver at a time
 
-	mu          sync.Mutex
-	caller      string // the caller's identity, once chosen
-	callerKind  lksdk.ParticipantKind
-	callerPub   string // the SID of the caller's audio track the agent listens to
-	callerTrack string // the same, once subscribed (for transcriptions)
-	rxStop      chan struct{}
-	hc          *calls.Call
-	up          bool // the caller's audio flows
-	leaving     bool
-	ignored     map[string]bool // what was logged as ignored, once each
-	state       string          // the lk.agent.state last set
+	mu         sync.Mutex
+	caller     string // the caller's identity, once chosen
+	callerKind lksdk.ParticipantKind
+	callerPub  string // the SID of the caller's audio track the agent listens to
+	rxStop     chan struct{}
+	hc         *calls.Call
+	up         bool // the caller's audio flows
+	leaving    bool
+	ignored    map[string]bool // what was logged as ignored, once each
+	state      string          // the lk.agent.state last set
 
 	wg sync.WaitGroup // the goroutines the room started
 }
@@ -417,7 +416,7 @@ func (r *room) onTrackSubscribed(track *pion.TrackRemote, pub *lksdk.RemoteTrack
 	if r.rxStop != nil {
 		close(r.rxStop)
 	}
-	r.rxStop, r.callerTrack, r.up = stop, pub.SID(), true
+	r.rxStop, r.up = stop, true
 	hc := r.hc
 	// Added under mu, with leaving checked: leave's Wait cannot have
 	// started.
@@ -548,7 +547,7 @@ func (r *room) dropCaller() (*calls.Call, bool) {
 		r.rxStop = nil
 	}
 	was := r.up
-	r.up, r.callerPub, r.callerTrack = false, "", ""
+	r.up, r.callerPub = false, ""
 	return r.hc, was
 }
 

@@ -121,7 +121,7 @@ func (f *forwarder) userTranscript(text string, final bool) {
 	}
 	r := f.r
 	r.mu.Lock()
-	caller, track := r.caller, r.callerTrack
+	caller, track := r.caller, r.callerPub
 	r.mu.Unlock()
 	attrs := map[string]string{
 		AttrSegmentID:         f.userSegment,
