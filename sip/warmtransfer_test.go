@@ -399,12 +399,17 @@ type deskAgent struct {
 	rec     *recorder
 	outcome chan error
 	called  chan time.Time // when the tool's body began
-	results []string
-	mu      sync.Mutex
+	told    chan told      // what the model was told of the tool, and when
+}
+
+// told is a tool result as the model read it.
+type told struct {
+	output string
+	at     time.Time
 }
 
 func newDeskAgent(t *testing.T, transfer func(ctx context.Context) error) (*deskAgent, sip.AgentFunc) {
-	d := &deskAgent{ears: scripted.NewSTT(), rec: &recorder{}, outcome: make(chan error, 1), called: make(chan time.Time, 1)}
+	d := &deskAgent{ears: scripted.NewSTT(), rec: &recorder{}, outcome: make(chan error, 1), called: make(chan time.Time, 1), told: make(chan told, 8)}
 	var err error
 	d.voice, err = scripted.NewTTS(scripted.WithTTSRate(8000), scripted.WithWordsPerSecond(8))
 	if err != nil {
@@ -425,9 +430,10 @@ func newDeskAgent(t *testing.T, transfer func(ctx context.Context) error) (*desk
 		}
 		for _, it := range req.Context.Items {
 			if it.Kind == llm.KindToolResult {
-				d.mu.Lock()
-				d.results = append(d.results, it.Output)
-				d.mu.Unlock()
+				select {
+				case d.told <- told{it.Output, time.Now()}:
+				default: // a test reads only the first
+				}
 				if it.IsError {
 					return scripted.Response{Text: "Sorry, nobody at the desk could take your call, so I am back with you. What else can I do for you today?"}
 				}
@@ -682,6 +688,20 @@ func (d *deskAgent) toolCalled(t *testing.T) time.Time {
 	}
 }
 
+// waitTold waits for the model to be told how the tool went. The model
+// reads the result on its own time after the tool returns, so a test
+// that reads it at once can be early.
+func (d *deskAgent) waitTold(t *testing.T, timeout time.Duration) told {
+	t.Helper()
+	select {
+	case r := <-d.told:
+		return r
+	case <-time.After(timeout):
+		t.Fatalf("the model was not told the tool's result within %v: %v", timeout, d.rec.kinds())
+		return told{}
+	}
+}
+
 // outcome waits for the tool's WarmTransfer to return.
 func (d *deskAgent) waitOutcome(t *testing.T, timeout time.Duration) error {
 	t.Helper()
@@ -849,11 +869,8 @@ func failedTransfer(t *testing.T, scenario string, want error, reason string, op
 	if c.ph.count(holdMusic, held, failed) < 10 {
 		t.Errorf("the caller heard little hold music")
 	}
-	d.mu.Lock()
-	results := slices.Clone(d.results)
-	d.mu.Unlock()
-	if len(results) == 0 || !strings.Contains(results[0], strings.TrimPrefix(want.Error(), "sip: ")) {
-		t.Errorf("the model was told %q; want the transfer's error", results)
+	if r := d.waitTold(t, 5*time.Second); !strings.Contains(r.output, strings.TrimPrefix(want.Error(), "sip: ")) {
+		t.Errorf("the model was told %q; want the transfer's error", r.output)
 	}
 	e := d.rec.waitFor(t, events.TransferFailed, target)
 	if e.Reason != reason {
@@ -1113,21 +1130,20 @@ func TestBlindTransferReferRefusedStaysWithTheAgent(t *testing.T) {
 	c := callHoldline(t, addr, "blind-503", "", func(c *caller, req string) { c.u.respond(req, "503 Service Unavailable") })
 	d.toolCalled(t)
 	err := d.waitOutcome(t, 10*time.Second)
-	failed := time.Now()
 	if !errors.Is(err, sip.ErrTransferFailed) || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("Transfer: %v; want ErrTransferFailed saying 503", err)
 	}
-	c.ph.wait(agentVoice, failed, 5*time.Second)
+	r := d.waitTold(t, 5*time.Second)
+	if !strings.Contains(r.output, "503") {
+		t.Errorf("the model was told %q; want the 503", r.output)
+	}
+	// The agent's answer to the failure, not the tail of its "One
+	// moment please.", which a refusal this quick can still be playing.
+	c.ph.wait(agentVoice, r.at, 5*time.Second)
 	select {
 	case <-c.byed:
 		t.Fatal("Holdline hung up on the caller")
 	default:
-	}
-	d.mu.Lock()
-	results := slices.Clone(d.results)
-	d.mu.Unlock()
-	if len(results) == 0 || !strings.Contains(results[0], "503") {
-		t.Errorf("the model was told %q; want the 503", results)
 	}
 	c.hangUp()
 }
