@@ -1,6 +1,7 @@
 package events
 
 import (
+	"slices"
 	"time"
 )
 
@@ -89,6 +90,31 @@ const (
 	TransferConnected Kind = "transfer_connected"
 	TransferFailed    Kind = "transfer_failed"
 )
+
+// kinds lists every Kind above, in the order declared. A test holds it to
+// the constants, so a kind added there and not here fails the build's tests.
+var kinds = []Kind{
+	SessionStarted, SessionEnded,
+	SpeechStarted, SpeechStopped, Transcript, UserTurn,
+	BargeInSuspected, BargeInConfirmed, BargeInResumed, TranscriptIgnored,
+	TurnStarted, SpeculationStarted, SpeculationUsed, SpeculationDiscarded, InferenceSent,
+	TurnInterrupted, PlayoutStarted, PlayoutDone, PlayoutTruncate, TurnSettled, Idle,
+	ToolRequested, ToolDeferred, ToolStarted, ToolCancelRequested, ToolDeduped,
+	ToolReconcile, ToolLateOutcome, ToolTerminal, ToolCommitted,
+	DTMF,
+	TransportLost, TransportRestored,
+	SessionResumed, SessionMoved, Handoff, CheckpointSaved, CheckpointFailed,
+	ProviderError, EchoPath, ProviderFailover, EventsDropped,
+	TurnMetrics,
+	TransferStarted, TransferBriefing, TransferConnected, TransferFailed,
+}
+
+// Kinds returns every event kind, in the order declared: what a scenario's
+// expectations or a reader of JSONL files can check names against.
+func Kinds() []Kind { return slices.Clone(kinds) }
+
+// Known reports whether k is one of Kinds.
+func (k Kind) Known() bool { return slices.Contains(kinds, k) }
 
 // Event is one decision of the session core. Fields beyond the header are
 // set only where they mean something for the kind.
