@@ -226,7 +226,13 @@ type ParseError struct {
 	Line int    // 1-based; 0 when the YAML library gave none
 	Key  string // dotted key path with 0-based list indexes, e.g. user.2.at; may be empty
 	Msg  string
+	// Err is the sentinel the problem is an instance of, for callers to
+	// branch on (ErrUnknownName); nil for the others.
+	Err error
 }
+
+// Unwrap returns Err.
+func (e *ParseError) Unwrap() error { return e.Err }
 
 func (e *ParseError) Error() string {
 	var b strings.Builder
@@ -344,6 +350,11 @@ func (p *scnParser) errf(line int, key, format string, args ...any) {
 	p.errs = append(p.errs, &ParseError{File: p.file, Line: line, Key: key, Msg: fmt.Sprintf(format, args...)})
 }
 
+// unknownf reports a name the format does not know.
+func (p *scnParser) unknownf(line int, key, format string, args ...any) {
+	p.errs = append(p.errs, &ParseError{File: p.file, Line: line, Key: key, Msg: fmt.Sprintf(format, args...), Err: ErrUnknownName})
+}
+
 func (p *scnParser) syntax(err error) {
 	line, msg := 0, strings.TrimPrefix(err.Error(), "yaml: ")
 	if m := scnSyntaxLine.FindStringSubmatch(err.Error()); m != nil {
@@ -376,21 +387,21 @@ func (p *scnParser) result() error {
 // are decoded before expect and sweep whatever their order in the file.
 
 func (p *scnParser) scenario(n *yaml.Node) *Scenario {
-	m := p.mapping(n, "", "name", "seed", "timeout", "speculate", "agent", "tools", "model", "tts", "stt", "vad", "line", "user", "faults", "expect", "sweep")
+	m := p.mapping(n, "", scnTopShape)
 	s := &Scenario{
 		Name:      m.str("name", ""),
 		Seed:      m.integer("seed", 1, math.MinInt64),
 		Timeout:   m.dur("timeout", 30*time.Second, true),
 		Speculate: m.boolean("speculate", true),
 	}
-	if m.require("name") && s.Name == "" {
+	if m.has("name") && s.Name == "" {
 		p.errf(m.vals["name"].Line, "name", "must not be empty")
 	}
 	if v, key := m.get("agent"); v != nil && v.Kind == yaml.ScalarNode && v.ShortTag() != "!!null" {
 		s.Agent, s.agentFunc = p.goAgent(v, key)
 		s.realTools = p.realTools
 	} else {
-		s.Agent = p.agent(m.sub("agent", "instructions", "tools"))
+		s.Agent = p.agent(m.sub("agent", scnAgentShape))
 	}
 	if v, key := m.get("tools"); v != nil {
 		if s.Agent.Go == "" {
@@ -402,12 +413,12 @@ func (p *scnParser) scenario(n *yaml.Node) *Scenario {
 	for i, item := range m.seq("model") {
 		s.Model = append(s.Model, p.modelResponse(item, scnIndex("model", i)))
 	}
-	tts := m.sub("tts", "ttfb", "words_per_second", "backup")
+	tts := m.sub("tts", scnTTSShape)
 	s.TTS = TTS{TTFB: tts.dur("ttfb", 200*time.Millisecond, false), WordsPerSecond: tts.wordsPerSecond("words_per_second"),
 		Backup: tts.boolean("backup", false)}
-	stt := m.sub("stt", "latency")
+	stt := m.sub("stt", scnSTTShape)
 	s.STT = STT{Latency: stt.dur("latency", 150*time.Millisecond, false)}
-	vad := m.sub("vad", "onset", "endpointing", "endpointing_min", "endpointing_max")
+	vad := m.sub("vad", scnVADShape)
 	s.VAD = VAD{Onset: vad.dur("onset", 100*time.Millisecond, false), Endpointing: vad.dur("endpointing", 500*time.Millisecond, true),
 		EndpointingMin: vad.dur("endpointing_min", 0, true), EndpointingMax: vad.dur("endpointing_max", 0, true)}
 	if lo, hi := s.VAD.EndpointingMin, s.VAD.EndpointingMax; (lo > 0) != (hi > 0) || hi < lo {
@@ -417,9 +428,9 @@ func (p *scnParser) scenario(n *yaml.Node) *Scenario {
 		}
 		p.errf(v.Line, key, "endpointing_min and endpointing_max go together, min <= max (got %v and %v)", lo, hi)
 	}
-	line := m.sub("line", "echo", "echo_free")
+	line := m.sub("line", scnLineShape)
 	s.Line = Line{EchoFree: line.boolean("echo_free", false)}
-	if echo := line.sub("echo", "delay", "gain_db", "learn"); echo.present {
+	if echo := line.sub("echo", scnEchoShape); echo.present {
 		s.Line.Echo = &Echo{Delay: echo.dur("delay", 120*time.Millisecond, false), GainDB: echo.number("gain_db", -6, -60, 20),
 			Learn: echo.dur("learn", time.Second, false)}
 	}
@@ -427,19 +438,16 @@ func (p *scnParser) scenario(n *yaml.Node) *Scenario {
 		s.User = append(s.User, p.userAction(item, scnIndex("user", i)))
 	}
 	for i, item := range m.seq("faults") {
-		f := p.mapping(item, scnIndex("faults", i), "at", "kind", "duration")
-		f.require("at")
-		f.require("kind")
-		fault := Fault{At: f.dur("at", 0, false), Kind: f.oneOf("kind", "", "llm_error", "tts_error", "transport_drop"),
+		f := p.mapping(item, scnIndex("faults", i), scnFaultShape)
+		fault := Fault{At: f.dur("at", 0, false), Kind: f.oneOf("kind", "", scnFaultKinds),
 			Duration: f.dur("duration", 0, false)}
 		if v, key := f.get("duration"); v != nil && fault.Kind != "tts_error" && fault.Kind != "" {
 			p.errf(v.Line, key, "only allowed with kind tts_error: a voice can be down for a while, the other faults happen once")
 		}
 		s.Faults = append(s.Faults, fault)
 	}
-	s.Expect = p.expect(m.sub("expect", "max_stall", "tool_runs", "tool_runs_max", "every_call_answered",
-		"context_matches_playout", "final_context_contains", "events"), s)
-	if sw := m.sub("sweep", "param", "from", "to"); sw.present {
+	s.Expect = p.expect(m.sub("expect", scnExpectShape), s)
+	if sw := m.sub("sweep", scnSweepShape); sw.present {
 		s.Sweep = p.sweep(sw, s)
 	}
 	return s
@@ -452,11 +460,11 @@ func (p *scnParser) agent(m *scnMap) Agent {
 	a := Agent{Instructions: m.str("instructions", "You are a helpful voice agent.")}
 	first := map[string]int{} // tool name -> line of its first declaration
 	for i, item := range m.seq("tools") {
-		t := p.mapping(item, scnIndex("agent.tools", i), "name", "effect", "on_interrupt", "duration", "timeout", "result", "error", "ignores_cancel", "hang", "dedupe", "speculative")
+		t := p.mapping(item, scnIndex("agent.tools", i), scnToolShape)
 		tool := Tool{
 			Name:          t.str("name", ""),
-			Effect:        t.oneOf("effect", "mutation", "read", "mutation"),
-			OnInterrupt:   t.oneOf("on_interrupt", "", "complete", "cancel", "defer", "detach", ""),
+			Effect:        t.oneOf("effect", string(tools.Mutation), scnEffects),
+			OnInterrupt:   t.oneOf("on_interrupt", "", scnToolPolicies),
 			Duration:      t.dur("duration", 100*time.Millisecond, false),
 			Timeout:       t.dur("timeout", 10*time.Second, true),
 			Result:        json.RawMessage(`{"ok":true}`),
@@ -469,7 +477,7 @@ func (p *scnParser) agent(m *scnMap) Agent {
 		if v, key := t.get("result"); v != nil {
 			tool.Result = p.toJSON(v, key)
 		}
-		if v, key := t.get("name"); t.require("name") {
+		if v, key := t.get("name"); t.has("name") {
 			switch line, dup := first[tool.Name]; {
 			case !scnToolName.MatchString(tool.Name):
 				p.errf(v.Line, key, "%q is not a valid tool name (want 1 to 64 of a-z, A-Z, 0-9, _ and -)", tool.Name)
@@ -574,13 +582,9 @@ func (p *scnParser) scripts(n *yaml.Node, path string, a *Agent) {
 		if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null" {
 			v = &yaml.Node{Kind: yaml.MappingNode, Line: v.Line}
 		}
-		m := p.mapping(v, key, "duration", "result", "error", "ignores_cancel", "hang", "effect", "on_interrupt", "timeout", "dedupe", "speculative")
+		m := p.mapping(v, key, scnScriptShape)
 		// What the tool is comes from Go; a copy here could only drift.
-		for _, g := range []struct{ key, option string }{
-			{"effect", "tools.WithEffect"}, {"on_interrupt", "tools.WithInterruptPolicy"},
-			{"timeout", "tools.WithTimeout"}, {"dedupe", "tools.WithDedupe"},
-			{"speculative", "tools.WithSpeculative"},
-		} {
+		for _, g := range scnFromGoOptions {
 			if gv, gkey := m.get(g.key); gv != nil {
 				p.errf(gv.Line, gkey, "comes from the Go tool (%s), not the script: remove it", g.option)
 			}
@@ -602,12 +606,12 @@ func (p *scnParser) scripts(n *yaml.Node, path string, a *Agent) {
 }
 
 func (p *scnParser) modelResponse(n *yaml.Node, path string) ModelResponse {
-	m := p.mapping(n, path, "ttfb", "text", "tool_calls")
+	m := p.mapping(n, path, scnModelShape)
 	r := ModelResponse{TTFB: m.dur("ttfb", 300*time.Millisecond, false), Text: m.str("text", "")}
 	for i, item := range m.seq("tool_calls") {
-		c := p.mapping(item, scnIndex(m.key("tool_calls"), i), "id", "name", "args")
+		c := p.mapping(item, scnIndex(m.key("tool_calls"), i), scnToolCallShape)
 		call := ToolCall{ID: c.str("id", ""), Name: c.str("name", ""), Args: json.RawMessage(`{}`)}
-		if v, key := c.get("name"); c.require("name") && call.Name == "" {
+		if v, key := c.get("name"); c.has("name") && call.Name == "" {
 			p.errf(v.Line, key, "must not be empty")
 		} else if p.unscripted[call.Name] && p.realTools == nil {
 			p.errf(v.Line, key, "the model calls the Go tool %q, which has no script: give it one in the top-level tools "+
@@ -626,8 +630,7 @@ func (p *scnParser) modelResponse(n *yaml.Node, path string) ModelResponse {
 }
 
 func (p *scnParser) userAction(n *yaml.Node, path string) UserAction {
-	m := p.mapping(n, path, "at", "say", "inject", "backchannel", "noise", "duration", "level_db")
-	m.require("at")
+	m := p.mapping(n, path, scnUserShape)
 	u := UserAction{
 		At:          m.dur("at", 0, false),
 		Say:         m.str("say", ""),
@@ -683,7 +686,7 @@ func (p *scnParser) expect(m *scnMap, s *Scenario) Expect {
 		}
 	}
 	for i, item := range m.seq("events") {
-		ev := p.mapping(item, scnIndex(m.key("events"), i), "kind", "within", "after", "tool", "state", "reason", "count")
+		ev := p.mapping(item, scnIndex(m.key("events"), i), scnEventShape)
 		x := EventExpect{
 			Kind:   ev.str("kind", ""),
 			Within: ev.dur("within", 0, false),
@@ -694,8 +697,11 @@ func (p *scnParser) expect(m *scnMap, s *Scenario) Expect {
 			Count:  int(ev.integer("count", -1, 0)),
 			Line:   item.Line,
 		}
-		if v, key := ev.get("kind"); ev.require("kind") && x.Kind == "" {
+		if v, key := ev.get("kind"); ev.has("kind") && x.Kind == "" {
 			p.errf(v.Line, key, "must not be empty")
+		} else if k, msg := scnCheckEvent(x); msg != "" && ev.has(k) {
+			v, key := ev.get(k)
+			p.unknownf(v.Line, key, "%s", msg)
 		}
 		if v, key := ev.get("after"); v != nil {
 			if msg := scnCheckAfter(x.After, s); msg != "" {
@@ -778,15 +784,15 @@ func (p *scnParser) sweep(m *scnMap, s *Scenario) *Sweep {
 	// merely present, lest one mistake be reported twice.
 	var fromOK, toOK bool
 	fromV, fromKey := m.get("from")
-	if m.require("from") {
+	if m.has("from") {
 		sw.From, fromOK = p.dur(fromV, fromKey, false)
 	}
-	if v, key := m.get("to"); m.require("to") {
+	if v, key := m.get("to"); m.has("to") {
 		if sw.To, toOK = p.dur(v, key, false); fromOK && toOK && sw.To < sw.From {
 			p.errf(v.Line, key, "%v is less than from (%v)", sw.To, sw.From)
 		}
 	}
-	if v, key := m.get("param"); m.require("param") {
+	if v, key := m.get("param"); m.has("param") {
 		// Checked against this file, so that user.9.at fails here rather than
 		// in the middle of a sweep.
 		if _, positive, err := s.scnParam(sw.Param); err != nil {
@@ -809,10 +815,12 @@ type scnMap struct {
 	ok      bool // the node was a mapping; when not, required keys go unreported
 }
 
-// mapping checks n against the known keys. It reports a node that is not a
-// mapping, unknown keys and duplicate keys; the returned scnMap is usable in
-// every case, yielding defaults for whatever it lacks.
-func (p *scnParser) mapping(n *yaml.Node, path string, known ...string) *scnMap {
+// mapping checks n against the keys of shape. It reports a node that is not
+// a mapping, unknown keys, duplicate keys and missing required keys; the
+// returned scnMap is usable in every case, yielding defaults for whatever it
+// lacks.
+func (p *scnParser) mapping(n *yaml.Node, path string, shape scnShape) *scnMap {
+	known := shape.keys()
 	m := &scnMap{p: p, node: n, path: path, vals: map[string]*yaml.Node{}, present: n != nil}
 	if n == nil {
 		return m
@@ -832,11 +840,20 @@ func (p *scnParser) mapping(n *yaml.Node, path string, known ...string) *scnMap 
 		key := scnJoin(path, k.Value)
 		switch line, dup := first[k.Value]; {
 		case !slices.Contains(known, k.Value):
-			p.errf(k.Line, key, "unknown key; known keys: %s", strings.Join(known, ", "))
+			if near := scnNearest(k.Value, known); near != "" {
+				p.unknownf(k.Line, key, "unknown key; did you mean %q? (known keys: %s)", near, strings.Join(known, ", "))
+			} else {
+				p.unknownf(k.Line, key, "unknown key; known keys: %s", strings.Join(known, ", "))
+			}
 		case dup:
 			p.errf(k.Line, key, "duplicate key (first at line %d)", line)
 		default:
 			m.vals[k.Value], first[k.Value] = v, k.Line
+		}
+	}
+	for _, k := range shape.required() {
+		if _, ok := m.vals[k]; !ok {
+			p.errf(n.Line, m.key(k), "required key is missing")
 		}
 	}
 	return m
@@ -847,22 +864,18 @@ func (m *scnMap) get(k string) (*yaml.Node, string) { return m.vals[k], m.key(k)
 
 func (m *scnMap) key(k string) string { return scnJoin(m.path, k) }
 
-// require reports k when it is missing and says whether it is present.
-func (m *scnMap) require(k string) bool {
-	if _, ok := m.vals[k]; ok {
-		return true
-	}
-	if m.ok {
-		m.p.errf(m.node.Line, m.key(k), "required key is missing")
-	}
-	return false
+// has says whether k is present. (A required key that is missing was
+// reported by mapping.)
+func (m *scnMap) has(k string) bool {
+	_, ok := m.vals[k]
+	return ok
 }
 
-// sub returns the nested mapping at k, with the given known keys; absent,
-// it is empty.
-func (m *scnMap) sub(k string, known ...string) *scnMap {
+// sub returns the nested mapping at k, of the given shape; absent, it is
+// empty.
+func (m *scnMap) sub(k string, shape scnShape) *scnMap {
 	v, key := m.get(k)
-	return m.p.mapping(v, key, known...)
+	return m.p.mapping(v, key, shape)
 }
 
 // seq returns the items of the sequence at k; absent, there are none.
@@ -888,7 +901,7 @@ func (m *scnMap) str(k, def string) string {
 
 // oneOf decodes a string that must be one of allowed. An allowed "" is left
 // out of the message: it reads as a stray comma.
-func (m *scnMap) oneOf(k, def string, allowed ...string) string {
+func (m *scnMap) oneOf(k, def string, allowed []string) string {
 	v, key := m.get(k)
 	if v == nil {
 		return def
@@ -896,7 +909,7 @@ func (m *scnMap) oneOf(k, def string, allowed ...string) string {
 	s, ok := m.p.str(v, key)
 	if ok && !slices.Contains(allowed, s) {
 		shown := slices.DeleteFunc(slices.Clone(allowed), func(a string) bool { return a == "" })
-		m.p.errf(v.Line, key, "%q is not one of %s", s, strings.Join(shown, ", "))
+		m.p.unknownf(v.Line, key, "%q is not one of %s%s", s, strings.Join(shown, ", "), scnSuggest(s, shown))
 	}
 	return s
 }

@@ -97,9 +97,9 @@ user:
 expect:
   tool_runs: {}
   events:
-    - kind: tool.finished
+    - kind: tool_terminal
       count: 0
-    - {kind: x, after: start}
+    - {kind: idle, after: start}
 `
 	got, err := Parse("d.yaml", []byte(src))
 	if err != nil {
@@ -135,8 +135,8 @@ expect:
 			EveryCallAnswered:     true,
 			ContextMatchesPlayout: true,
 			Events: []EventExpect{
-				{Kind: "tool.finished", Count: 0, Line: 18},
-				{Kind: "x", After: "start", Count: -1, Line: 20},
+				{Kind: "tool_terminal", Count: 0, Line: 18},
+				{Kind: "idle", After: "start", Count: -1, Line: 20},
 			},
 		},
 	}
@@ -157,7 +157,7 @@ func TestScenarioParseErrors(t *testing.T) {
 		{"unknown top-level key", "name: x\ncolour: red\n",
 			"t.yaml:2: colour: unknown key; known keys: name, seed, timeout, speculate, agent, tools, model, tts, stt, vad, line, user, faults, expect, sweep"},
 		{"unknown tool key", "name: x\nagent:\n  tools:\n    - name: a\n      ignore_cancel: true\n",
-			"t.yaml:5: agent.tools.0.ignore_cancel: unknown key; known keys: name, effect, on_interrupt, duration, timeout, result, error, ignores_cancel, hang, dedupe, speculative"},
+			`t.yaml:5: agent.tools.0.ignore_cancel: unknown key; did you mean "ignores_cancel"? (known keys: name, effect, on_interrupt, duration, timeout, result, error, ignores_cancel, hang, dedupe, speculative)`},
 		{"duplicate key", "name: x\nseed: 1\nseed: 2\n", "t.yaml:3: seed: duplicate key (first at line 2)"},
 		{"duplicate block key", "name: x\nagent:\n  tools: []\nagent:\n  tools: []\n", "t.yaml:4: agent: duplicate key (first at line 2)"},
 		{"duplicate result key", "name: x\nagent:\n  tools:\n    - name: a\n      result: {a: 1, a: 2}\n",
@@ -205,10 +205,10 @@ func TestScenarioParseErrors(t *testing.T) {
 			`t.yaml:4: agent.tools.0.hang: "yes" is not a boolean (want true or false)`},
 		{"seed is a string", "name: x\nseed: \"7\"\n", `t.yaml:2: seed: "7" is not an integer`},
 		{"words_per_second zero", "name: x\ntts: {words_per_second: 0}\n", "t.yaml:2: tts.words_per_second: 0 must be a finite number > 0"},
-		{"count negative", "name: x\nexpect:\n  events:\n    - {kind: a, count: -2}\n", "t.yaml:4: expect.events.0.count: -2 must be >= 0"},
-		{"after out of range", "name: x\nuser:\n  - {at: 0s, say: hi}\nexpect:\n  events:\n    - kind: a\n      after: user.9\n",
+		{"count negative", "name: x\nexpect:\n  events:\n    - {kind: idle, count: -2}\n", "t.yaml:4: expect.events.0.count: -2 must be >= 0"},
+		{"after out of range", "name: x\nuser:\n  - {at: 0s, say: hi}\nexpect:\n  events:\n    - kind: idle\n      after: user.9\n",
 			`t.yaml:7: expect.events.0.after: "user.9" is out of range: the file has 1 user action`},
-		{"after malformed", "name: x\nexpect:\n  events:\n    - {kind: a, after: users.0}\n",
+		{"after malformed", "name: x\nexpect:\n  events:\n    - {kind: idle, after: users.0}\n",
 			`t.yaml:4: expect.events.0.after: "users.0" is not one of start, user.N, fault.N`},
 		{"empty event kind", "name: x\nexpect:\n  events:\n    - {kind: ''}\n", "t.yaml:4: expect.events.0.kind: must not be empty"},
 		{"tool_runs undeclared tool", "name: x\nagent:\n  tools: [{name: a}]\nexpect:\n  tool_runs: {a: 1}\n  tool_runs_max:\n    b: 2\n",
@@ -307,9 +307,9 @@ func TestScenarioParseErrorFormat(t *testing.T) {
 		err  ParseError
 		want string
 	}{
-		{ParseError{"a.yaml", 3, "user.2.at", "bad"}, "a.yaml:3: user.2.at: bad"},
-		{ParseError{"a.yaml", 3, "", "bad"}, "a.yaml:3: bad"},
-		{ParseError{"a.yaml", 0, "", "bad"}, "a.yaml: bad"},
+		{ParseError{File: "a.yaml", Line: 3, Key: "user.2.at", Msg: "bad"}, "a.yaml:3: user.2.at: bad"},
+		{ParseError{File: "a.yaml", Line: 3, Msg: "bad"}, "a.yaml:3: bad"},
+		{ParseError{File: "a.yaml", Msg: "bad"}, "a.yaml: bad"},
 	} {
 		if got := tt.err.Error(); got != tt.want {
 			t.Errorf("Error() = %q, want %q", got, tt.want)
