@@ -47,10 +47,12 @@ func (c *cli) simulateCmd(ctx context.Context, args []string) error {
 	asJSON := fs.Bool("json", false, "print the results as a JSON array")
 	timeline := fs.Bool("timeline", false, "print the event timeline of each file's first run, passing or not")
 	speculate := fs.Bool("speculate", true, "speculative answers on (true) or off (false) in every run, whatever the files say (default: as each file says)")
+	schema := fs.Bool("schema", false, "print the JSON Schema (draft 2020-12) of scenario files, for editors, and exit")
 	set := setFlags{}
 	fs.Var(set, "set", "fix a parameter, `PARAM=DURATION` (repeatable), e.g. user.1.at=1.2s to replay a failing run")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: holdline simulate FILE|DIR... [--sweep N] [--seed S] [--set PARAM=DURATION] [--json] [--timeline]")
+		fmt.Fprintln(stderr, "       holdline simulate --schema")
 		fs.PrintDefaults()
 	}
 	// Flags may come after the files, as the usage line shows them.
@@ -64,6 +66,14 @@ func (c *cli) simulateCmd(ctx context.Context, args []string) error {
 		}
 		files = append(files, fs.Arg(0))
 		rest = fs.Args()[1:]
+	}
+	if *schema {
+		b, err := sim.JSONSchema()
+		if err != nil {
+			return err
+		}
+		_, err = stdout.Write(b)
+		return err
 	}
 	if len(files) == 0 {
 		fs.Usage()

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/holdline/holdline/sim"
 )
 
 func writeScenario(t *testing.T, name, text string) string {
@@ -94,5 +96,25 @@ func TestSimulateBadFileNamesFileLineKey(t *testing.T) {
 	err := run(context.Background(), []string{"simulate", path}, nil, &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), path+":4: agent.tools.0.on_interupt: unknown key") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+func TestSimulateSchemaPrintsTheScenarioSchema(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"simulate", "--schema"}, nil, &out, &errOut); err != nil {
+		t.Fatalf("simulate --schema: %v\n%s", err, errOut.String())
+	}
+	want, err := sim.JSONSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(out.Bytes(), want) {
+		t.Errorf("simulate --schema printed something other than sim.JSONSchema:\n%.300s", out.String())
+	}
+	var doc struct {
+		Schema string `json:"$schema"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil || doc.Schema != "https://json-schema.org/draft/2020-12/schema" {
+		t.Errorf("$schema = %q, %v; want draft 2020-12", doc.Schema, err)
 	}
 }
