@@ -72,6 +72,19 @@
 // counts the spoken turns, the speculative answers used and discarded, and the
 // tool bodies started for discarded ones.
 //
+// # Names and the schema
+//
+// Every name a file uses is checked when it loads: keys, fault kinds,
+// effects, interrupt policies, and in expect.events the event kind
+// (events.Kinds), the state (a call's terminal state for tool_terminal,
+// tool_late_outcome and tool_committed; none or present for echo_path;
+// other kinds carry none) and the reason, for the kinds whose reasons are
+// a closed set (the core's and the arbiter's words; session_ended and
+// handoff, whose reasons are open, are not checked). A wrong name is a
+// *ParseError wrapping ErrUnknownName, with the line and, when one is
+// close, the nearest valid name. JSONSchema (holdline simulate --schema)
+// is the format as a JSON Schema, made from the same tables, for editors.
+//
 // # Reports
 //
 // Result.Report writes a file's outcome for a person: the failing runs
