@@ -2,8 +2,13 @@ package sim
 
 import (
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,6 +142,7 @@ func TestEmittedNamesAreKnown(t *testing.T) {
 	files = append(files, filepath.Join("testdata", "example.yaml"))
 	const points = 12 // runs per file, spread over its sweep
 	seen := map[events.Kind]bool{}
+	reported := map[string]bool{} // each problem once, with the first run that shows it
 	for _, file := range files {
 		sc, err := Load(file)
 		if err != nil {
@@ -152,7 +158,8 @@ func TestEmittedNamesAreKnown(t *testing.T) {
 			}
 			for _, e := range RunOnce(c, c.Seed+int64(i)).Events {
 				seen[e.Kind] = true
-				if msg := scnCheckEmitted(e); msg != "" {
+				if msg := scnCheckEmitted(e); msg != "" && !reported[msg] {
+					reported[msg] = true
 					t.Errorf("%s, seed %d: %s", file, c.Seed+int64(i), msg)
 				}
 			}
@@ -179,4 +186,106 @@ func scnCheckEmitted(e events.Event) string {
 		return string(e.Kind) + " carries the unlisted reason " + e.Reason
 	}
 	return ""
+}
+
+// TestReasonTablesHoldTheEmittersWords reads the packages that emit events
+// and checks every reason written as a literal in an events.Event of a
+// kind whose reasons are listed: the emitters the example runs do not
+// reach (a warm transfer, a checkpoint store) are held to the lists too.
+func TestReasonTablesHoldTheEmittersWords(t *testing.T) {
+	consts := scnTestKindConsts(t)
+	found := 0
+	for _, dir := range []string{"../runtime/engine", "../runtime", "../sip", "../calls"} {
+		files := scnTestGlob(t, filepath.Join(dir, "*.go"))
+		for _, file := range files {
+			if strings.HasSuffix(file, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				kind, reason, ok := scnTestEventLiteral(n, consts)
+				if !ok {
+					return true
+				}
+				found++
+				if reasons, listed := scnEventReasons[kind]; listed && !slices.Contains(reasons, reason) {
+					t.Errorf("%s: a %s event has the reason %q, which scnEventReasons[%s] lacks", file, kind, reason, kind)
+				}
+				return true
+			})
+		}
+	}
+	if found == 0 {
+		t.Error("found no events.Event literal with a literal reason: the scan no longer sees the emitters")
+	}
+}
+
+// scnTestKindConsts maps the names of the Kind constants to their values.
+func scnTestKindConsts(t *testing.T) map[string]events.Kind {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "../events/event.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	consts := map[string]events.Kind{}
+	for _, decl := range f.Decls {
+		gen, ok := decl.(*ast.GenDecl)
+		if !ok || gen.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range gen.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, name := range vs.Names {
+				if i < len(vs.Values) {
+					if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+						v, _ := strconv.Unquote(lit.Value)
+						consts[name.Name] = events.Kind(v)
+					}
+				}
+			}
+		}
+	}
+	return consts
+}
+
+// scnTestEventLiteral reads events.Event{Kind: events.K, ..., Reason: "r"}.
+func scnTestEventLiteral(n ast.Node, consts map[string]events.Kind) (events.Kind, string, bool) {
+	lit, ok := n.(*ast.CompositeLit)
+	if !ok || !scnTestIsSelector(lit.Type, "events", "Event") {
+		return "", "", false
+	}
+	var kind events.Kind
+	var reason string
+	var hasReason bool
+	for _, elt := range lit.Elts {
+		kv, ok := elt.(*ast.KeyValueExpr)
+		if !ok {
+			continue
+		}
+		switch key, _ := kv.Key.(*ast.Ident); {
+		case key == nil:
+		case key.Name == "Kind":
+			if sel, ok := kv.Value.(*ast.SelectorExpr); ok && scnTestIsSelector(sel, "events", sel.Sel.Name) {
+				kind = consts[sel.Sel.Name]
+			}
+		case key.Name == "Reason":
+			if bl, ok := kv.Value.(*ast.BasicLit); ok && bl.Kind == token.STRING {
+				reason, _ = strconv.Unquote(bl.Value)
+				hasReason = true
+			}
+		}
+	}
+	return kind, reason, kind != "" && hasReason
+}
+
+func scnTestIsSelector(e ast.Expr, pkg, name string) bool {
+	sel, ok := e.(*ast.SelectorExpr)
+	if !ok || sel.Sel.Name != name {
+		return false
+	}
+	id, ok := sel.X.(*ast.Ident)
+	return ok && id.Name == pkg
 }
