@@ -174,7 +174,7 @@ var (
 		{key: "events", value: scnList(scnEventExpectSchema)},
 	}
 	scnEventShape = scnShape{
-		{key: "kind", required: true, value: func() *jsonschema.Schema { return scnEnum(scnEventKinds())() }},
+		{key: "kind", required: true, value: scnEnum(scnEventKinds())},
 		{key: "within", value: scnDuration(false)},
 		{key: "after", value: scnPattern(`^(|start|user\.(0|[1-9][0-9]*)|fault\.(0|[1-9][0-9]*))$`)},
 		{key: "tool", value: scnText},

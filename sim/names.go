@@ -66,12 +66,14 @@ var (
 	scnPreemptReasons = []string{"reply", "user_input", "transport_drop", "barge_in"}
 
 	// scnEventReasons are the reasons of the kinds whose reasons form a
-	// closed set: the core's and the warm transfer's own words. Kinds not
-	// here either carry no reason or an open one (session_ended: whatever
-	// ended the call; handoff: the context strategy; checkpoint and
-	// provider errors from outside the simulator), and their reason
-	// filters are not checked. TestEmittedNamesAreKnown holds this table
-	// to what runs emit.
+	// closed set: words of the core, the arbiter, the drain and the warm
+	// transfer. Kinds not here carry no reason, or an open one
+	// (session_ended: whatever the agent or the app said in ending the
+	// call; handoff: the context strategy, which the app names), and
+	// their reason filters are not checked. The emitters' words are
+	// string literals, not constants, so TestEmittedNamesAreKnown holds
+	// this table to what runs emit and TestReasonTablesHoldTheEmittersWords
+	// to the literals in the emitting packages' source.
 	scnEventReasons = map[events.Kind][]string{
 		events.UserTurn:          {"speech", "injected"},
 		events.BargeInSuspected:  scnArbiterReasons,
@@ -89,6 +91,8 @@ var (
 			"unknown_tool", "invalid_arguments", "outcome_unknown", "deduped", "reconciled", "ended_the_call"},
 		events.ToolCommitted:     {"late_outcome"},
 		events.CheckpointSaved:   {"recovered"},
+		events.ProviderError:     {engine.TurnDropped},
+		events.SessionMoved:      {"drain"},
 		events.TransferConnected: {"refer", "bridge"},
 		events.TransferFailed:    {"declined", "no_answer", "no_decision", "hung_up", "error"},
 	}

@@ -203,12 +203,12 @@ type Expect struct {
 
 // EventExpect expects events of one kind.
 type EventExpect struct {
-	Kind   string        // `kind`, required, non-empty
+	Kind   string        // `kind`, required, one of events.Kinds
 	Within time.Duration // `within`, default 0 meaning no limit, >= 0
 	After  string        // `after`: "" (session start), "start", "user.N" or "fault.N"
 	Tool   string        // `tool`, optional filter
-	State  string        // `state`, optional filter
-	Reason string        // `reason`, optional filter
+	State  string        // `state`, optional filter, a state events of Kind carry
+	Reason string        // `reason`, optional filter; checked where Kind's reasons are a closed set
 	Count  int           // `count`: exact number of matches; default -1 meaning at least one
 	Line   int           // line of this entry in the file (not a YAML key)
 }
