@@ -19,85 +19,51 @@ import (
 
 // conductor owns all session state. Only its goroutine touches it, and
 // nothing it does waits: edges are told what to do and answer later.
+//
+// It keeps the mailbox's order of things; what each input means is a
+// handler here, and how it is done lives with the part of the state it
+// changes: the floor (floor.go), the agent's turns (turnstate.go), the tool
+// calls (calls.go), the chat context and what the caller said (chat.go).
 type conductor struct {
-	id       string
-	agent    Agent
-	toolset  *tools.Set
-	textOnly bool
-	clock    Clock
-	start    time.Time
-	edges    Edges
-	publish  func(events.Event)
-	post     func(Input)
-	log      *slog.Logger
-	cfg      Config
+	cfg     Config
+	agent   agentOn
+	clock   sessionClock
+	edges   Edges
+	publish func(events.Event)
+	post    func(Input)
+	log     *slog.Logger
+	seq     uint64 // the latest event's
 
-	seq    uint64
-	chat   []*entry
-	epoch  uint64
-	turns  []*turnState // not yet settled, in epoch order
-	ledger *tools.Ledger
-	calls  map[string]*callState
-	ncall  int
-	// inflight counts calls not yet in a terminal state.
-	inflight int
-	// unseen holds committed results no model request has shown yet.
-	unseen []*callState
-	// pendingFollowUps holds turns with calls whose follow-up has not gone
-	// out; a turn may settle (audio done, calls in) before it does.
-	pendingFollowUps []*turnState
-
-	userSpeaking bool
-	// userStages are the caller's side of the breakdown of the turn that
-	// will answer them: their speech's end, the last final, the endpoint.
-	userStages events.Turn
-	userFinals []string
-	// wordsSinceSpeech: a final with words came since the caller last
-	// started speaking, so userFinals may hold their latest words.
-	wordsSinceSpeech bool
-	// userConfidence is the least recogniser confidence of userFinals
-	// that has one; 0: none has.
-	userConfidence float64
-	endpointTimer  Timer
-	timerID        uint64
-	endpointID     uint64
-	// silentSince is when the caller's latest silence began.
-	silentSince time.Time
-	// transcriptID is the pending wait for a final transcript after the
-	// caller's silence already ended the turn.
-	transcriptID uint64
-
-	transportDown bool
-	idle          bool
-
-	// paused: a suspected barge-in holds the output until a verdict, or
-	// until pauseID's deadline.
-	paused     bool
-	pauseTimer Timer
-	pauseID    uint64
-	// lastPlayed is the text of the latest turn whose playout stopped,
-	// for telling the agent's echo from the caller.
-	lastPlayed   string
-	lastPlayedAt time.Time
-
-	// userData is the application's, carried with the state.
-	userData map[string]json.RawMessage
-	// checkpointFailing: the latest checkpoint write failed.
-	checkpointFailing bool
-	// sent is the context of the previous model request, for the next
-	// one's New; nil when the agent has been shown nothing (a new session,
-	// a restored one, a handoff).
-	sent []llm.Item
-	// agentEpoch is the epoch at which the current agent took over: a
-	// reply asked for while no turn has started since is its greeting.
-	agentEpoch uint64
+	turns agentTurns
+	floor floor
+	calls toolCalls
+	chat  chat
+	link  link
+	spec  speculating
 	// exchanges are the answers being followed (Follow).
 	exchanges []*Exchange
-	// spec is the speculative answer to the caller's words, while their
-	// turn is not yet committed; adopt are the early reads of the last one
-	// used, until the ledger takes them over.
-	spec  *speculation
-	adopt map[string]*earlyRun
+}
+
+// agentOn is the agent the session talks as, with its tools by name.
+type agentOn struct {
+	Agent
+	tools *tools.Set
+}
+
+// sessionClock is the session's clock and the instant the session began,
+// from which events count.
+type sessionClock struct {
+	Clock
+	start time.Time
+}
+
+// link is the state of the session's connection to the caller and to its
+// checkpoints, and whether it has said it is idle.
+type link struct {
+	transportDown bool
+	idle          bool
+	// checkpointFailing: the latest checkpoint write failed.
+	checkpointFailing bool
 }
 
 // OutputPauser is implemented by Edges whose output can pause in place, for
@@ -209,9 +175,9 @@ func (cs *callState) owed() bool { return !cs.moot }
 func (c *conductor) emit(e events.Event) {
 	c.seq++
 	e.Seq = c.seq
-	e.Session = c.id
+	e.Session = c.cfg.ID
 	e.Time = c.clock.Now()
-	e.At = e.Time.Sub(c.start)
+	e.At = e.Time.Sub(c.clock.start)
 	if c.log.Enabled(context.Background(), slog.LevelDebug) {
 		c.log.Debug("event", "kind", e.Kind, "epoch", e.Epoch, "text", e.Text, "tool", e.Tool, "state", e.State, "reason", e.Reason)
 	}
@@ -230,14 +196,14 @@ func (c *conductor) handle(in Input) {
 		c.onUserText(in.Text)
 	case DTMF:
 		c.restoreTransport()
-		c.emit(events.Event{Kind: events.DTMF, Epoch: c.epoch, Text: string(in.Digit)})
+		c.emit(events.Event{Kind: events.DTMF, Epoch: c.turns.epoch, Text: string(in.Digit)})
 		if !c.agent.DTMFEventOnly {
 			c.onUserText(DTMFText(in.Digit))
 		}
 	case ReplyRequest:
-		c.idle = false
+		c.link.idle = false
 		reason := llm.ReasonReply
-		if c.epoch == c.agentEpoch {
+		if c.turns.epoch == c.turns.agentEpoch {
 			reason = llm.ReasonGreeting
 		}
 		// "Speak now": a turn still answering stops here, as it does for
@@ -259,9 +225,9 @@ func (c *conductor) handle(in Input) {
 	case BargeInResumed:
 		c.resumeOutput(in.Reason)
 	case TranscriptIgnored:
-		c.emit(events.Event{Kind: events.TranscriptIgnored, Epoch: c.epoch, Text: in.Text, Final: in.Final, Reason: in.Reason})
+		c.emit(events.Event{Kind: events.TranscriptIgnored, Epoch: c.turns.epoch, Text: in.Text, Final: in.Final, Reason: in.Reason})
 	case EchoPathMeasured:
-		c.emit(events.Event{Kind: events.EchoPath, Epoch: c.epoch, State: in.State, Delay: in.Delay, GainDB: in.GainDB})
+		c.emit(events.Event{Kind: events.EchoPath, Epoch: c.turns.epoch, State: in.State, Delay: in.Delay, GainDB: in.GainDB})
 	case timerFired:
 		c.onTimer(in.id)
 	case ModelText:
@@ -278,7 +244,7 @@ func (c *conductor) handle(in Input) {
 		c.onSpeechDone(in)
 	case StageReached:
 		if t := c.liveTurn(in.Epoch); t != nil {
-			t.reached(in, c.start)
+			t.reached(in, c.clock.start)
 		}
 	case ModelUsage:
 		if t := c.liveTurn(in.Epoch); t != nil {
@@ -300,14 +266,14 @@ func (c *conductor) handle(in Input) {
 	case TransportLost:
 		c.onTransportLost()
 	case TransportRestored:
-		if c.transportDown {
-			c.transportDown = false
-			c.emit(events.Event{Kind: events.TransportRestored, Epoch: c.epoch})
+		if c.link.transportDown {
+			c.link.transportDown = false
+			c.emit(events.Event{Kind: events.TransportRestored, Epoch: c.turns.epoch})
 		}
 	case ProviderFailure:
 		c.emit(events.Event{Kind: events.ProviderError, Provider: in.Provider, Error: in.Err.Error()})
 	case ProviderFailover:
-		c.emit(events.Event{Kind: events.ProviderFailover, Epoch: c.epoch, Provider: in.Provider, Error: in.Err.Error()})
+		c.emit(events.Event{Kind: events.ProviderFailover, Epoch: c.turns.epoch, Provider: in.Provider, Error: in.Err.Error()})
 	case CheckpointDone:
 		c.onCheckpointDone(in)
 	case Handoff:
@@ -319,7 +285,7 @@ func (c *conductor) handle(in Input) {
 // liveTurn returns the unsettled, uninterrupted turn of epoch; anything an
 // interrupted or finished epoch still produces is stale and dropped.
 func (c *conductor) liveTurn(epoch uint64) *turnState {
-	for _, t := range c.turns {
+	for _, t := range c.turns.live {
 		if t.epoch == epoch && !t.interrupted {
 			return t
 		}
@@ -328,9 +294,9 @@ func (c *conductor) liveTurn(epoch uint64) *turnState {
 }
 
 func (c *conductor) onUserText(text string) {
-	c.idle = false
+	c.link.idle = false
 	c.restoreTransport()
-	c.userStages = events.Turn{Endpoint: stamp(c.at())}
+	c.chat.heard.stages = events.Turn{Endpoint: stamp(c.at())}
 	c.emit(events.Event{Kind: events.UserTurn, Text: text, Reason: "injected"})
 	c.preempt("user_input")
 	c.appendUser(text)
@@ -339,31 +305,31 @@ func (c *conductor) onUserText(text string) {
 
 // restoreTransport: input from the caller proves the line is back.
 func (c *conductor) restoreTransport() {
-	if c.transportDown {
-		c.transportDown = false
-		c.emit(events.Event{Kind: events.TransportRestored, Epoch: c.epoch})
+	if c.link.transportDown {
+		c.link.transportDown = false
+		c.emit(events.Event{Kind: events.TransportRestored, Epoch: c.turns.epoch})
 	}
 }
 
 func (c *conductor) onTransportLost() {
-	if c.transportDown {
+	if c.link.transportDown {
 		return
 	}
-	c.transportDown = true
-	c.emit(events.Event{Kind: events.TransportLost, Epoch: c.epoch})
+	c.link.transportDown = true
+	c.emit(events.Event{Kind: events.TransportLost, Epoch: c.turns.epoch})
 	// Nothing more reaches the caller: what they heard is what was played.
 	c.preempt("transport_drop")
 }
 
 func (c *conductor) onSpeechStarted() {
-	c.idle = false
+	c.link.idle = false
 	c.restoreTransport()
-	c.userSpeaking, c.wordsSinceSpeech = true, false
+	c.floor.userSpeaking, c.chat.heard.wordsSinceSpeech = true, false
 	c.stopEndpoint()
 	c.discardSpeculation("speech")
-	c.emit(events.Event{Kind: events.SpeechStarted, Epoch: c.epoch})
+	c.emit(events.Event{Kind: events.SpeechStarted, Epoch: c.turns.epoch})
 	if c.speaking() {
-		c.emit(events.Event{Kind: events.BargeInConfirmed, Epoch: c.epoch, Reason: "speech"})
+		c.emit(events.Event{Kind: events.BargeInConfirmed, Epoch: c.turns.epoch, Reason: "speech"})
 		c.preempt("barge_in")
 	}
 }
@@ -372,32 +338,32 @@ func (c *conductor) onSpeechStarted() {
 // stops with it, a caller does not.
 func (c *conductor) onSuspected(in BargeInSuspected) {
 	p, ok := c.edges.(OutputPauser)
-	if !ok || c.paused || !c.speaking() {
+	if !ok || c.floor.paused || !c.speaking() {
 		return
 	}
 	p.PauseOutput()
-	c.paused = true
-	c.emit(events.Event{Kind: events.BargeInSuspected, Epoch: c.epoch, Reason: in.Reason})
-	c.timerID++
-	id := c.timerID
-	c.pauseID = id
+	c.floor.paused = true
+	c.emit(events.Event{Kind: events.BargeInSuspected, Epoch: c.turns.epoch, Reason: in.Reason})
+	c.floor.timerID++
+	id := c.floor.timerID
+	c.floor.pauseID = id
 	limit := maxPause
 	if in.Verdict > 0 {
 		limit = min(in.Verdict+verdictGrace, maxPause)
 	}
-	c.pauseTimer = c.clock.AfterFunc(limit, func() { c.post(timerFired{id: id}) })
+	c.floor.pauseTimer = c.clock.AfterFunc(limit, func() { c.post(timerFired{id: id}) })
 }
 
 // onBargeIn: the arbiter confirmed the caller is talking over the agent.
 func (c *conductor) onBargeIn(reason string) {
-	c.idle = false
+	c.link.idle = false
 	c.restoreTransport()
-	c.userSpeaking, c.wordsSinceSpeech = true, false
+	c.floor.userSpeaking, c.chat.heard.wordsSinceSpeech = true, false
 	c.stopEndpoint()
 	c.discardSpeculation("speech")
-	c.emit(events.Event{Kind: events.SpeechStarted, Epoch: c.epoch})
+	c.emit(events.Event{Kind: events.SpeechStarted, Epoch: c.turns.epoch})
 	if c.speaking() {
-		c.emit(events.Event{Kind: events.BargeInConfirmed, Epoch: c.epoch, Reason: reason})
+		c.emit(events.Event{Kind: events.BargeInConfirmed, Epoch: c.turns.epoch, Reason: reason})
 		c.preempt("barge_in")
 	}
 	// The flush above dropped the paused audio: the next turn plays.
@@ -408,19 +374,19 @@ func (c *conductor) onBargeIn(reason string) {
 // output goes on from the sample where it stopped.
 func (c *conductor) resumeOutput(reason string) {
 	if c.unpause() {
-		c.emit(events.Event{Kind: events.BargeInResumed, Epoch: c.epoch, Reason: reason})
+		c.emit(events.Event{Kind: events.BargeInResumed, Epoch: c.turns.epoch, Reason: reason})
 	}
 }
 
 func (c *conductor) unpause() bool {
-	if !c.paused {
+	if !c.floor.paused {
 		return false
 	}
-	c.paused = false
-	c.pauseID = 0
-	if c.pauseTimer != nil {
-		c.pauseTimer.Stop()
-		c.pauseTimer = nil
+	c.floor.paused = false
+	c.floor.pauseID = 0
+	if c.floor.pauseTimer != nil {
+		c.floor.pauseTimer.Stop()
+		c.floor.pauseTimer = nil
 	}
 	c.edges.(OutputPauser).ResumeOutput()
 	return true
@@ -430,10 +396,10 @@ func (c *conductor) unpause() bool {
 // so far of the turns in flight and of the latest turn that stopped.
 func (c *conductor) recentlyPlayed() string {
 	var b strings.Builder
-	if c.lastPlayed != "" && c.clock.Now().Sub(c.lastPlayedAt) <= echoMemory {
-		b.WriteString(c.lastPlayed)
+	if c.floor.lastPlayed != "" && c.clock.Now().Sub(c.floor.lastPlayedAt) <= echoMemory {
+		b.WriteString(c.floor.lastPlayed)
 	}
-	for _, t := range c.turns {
+	for _, t := range c.turns.live {
 		if !t.playoutDone {
 			b.WriteByte(' ')
 			b.WriteString(c.playedText(t, c.edges.Played(t.epoch)))
@@ -443,11 +409,11 @@ func (c *conductor) recentlyPlayed() string {
 }
 
 func (c *conductor) onSpeechStopped(in UserSpeechStopped) {
-	c.userSpeaking = false
-	c.emit(events.Event{Kind: events.SpeechStopped, Epoch: c.epoch})
+	c.floor.userSpeaking = false
+	c.emit(events.Event{Kind: events.SpeechStopped, Epoch: c.turns.epoch})
 	c.startEndpoint(in.Ago)
-	c.userStages.SpeechEnd = stamp(c.silentSince.Add(-in.Silence).Sub(c.start))
-	if c.wordsSinceSpeech {
+	c.chat.heard.stages.SpeechEnd = stamp(c.floor.silentSince.Add(-in.Silence).Sub(c.clock.start))
+	if c.chat.heard.wordsSinceSpeech {
 		// The words came before the detector heard the silence. (Finals
 		// from before the caller spoke again are not all their words.)
 		c.speculate()
@@ -457,7 +423,7 @@ func (c *conductor) onSpeechStopped(in UserSpeechStopped) {
 // startEndpoint starts the silence that ends the caller's turn, of which
 // heard has passed already.
 func (c *conductor) startEndpoint(heard time.Duration) {
-	c.silentSince = c.clock.Now().Add(-heard)
+	c.floor.silentSince = c.clock.Now().Add(-heard)
 	c.armEndpoint()
 }
 
@@ -465,20 +431,20 @@ func (c *conductor) startEndpoint(heard time.Duration) {
 // silence their words call for (endpointFor), counted from silentSince.
 func (c *conductor) armEndpoint() {
 	c.stopEndpoint()
-	c.timerID++
-	id := c.timerID
-	c.endpointID = id
-	wait := c.silentSince.Add(c.endpointFor()).Sub(c.clock.Now())
-	c.endpointTimer = c.clock.AfterFunc(max(wait, 0), func() { c.post(timerFired{id: id}) })
+	c.floor.timerID++
+	id := c.floor.timerID
+	c.floor.endpointID = id
+	wait := c.floor.silentSince.Add(c.endpointFor()).Sub(c.clock.Now())
+	c.floor.endpointTimer = c.clock.AfterFunc(max(wait, 0), func() { c.post(timerFired{id: id}) })
 }
 
 func (c *conductor) stopEndpoint() {
-	if c.endpointTimer != nil {
-		c.endpointTimer.Stop()
-		c.endpointTimer = nil
+	if c.floor.endpointTimer != nil {
+		c.floor.endpointTimer.Stop()
+		c.floor.endpointTimer = nil
 	}
-	c.endpointID = 0
-	c.transcriptID = 0
+	c.floor.endpointID = 0
+	c.floor.transcriptID = 0
 }
 
 func (c *conductor) onTranscript(tr UserTranscript) {
@@ -489,33 +455,33 @@ func (c *conductor) onTranscript(tr UserTranscript) {
 		return
 	}
 	if strings.TrimSpace(tr.Text) == "" {
-		if c.transcriptID != 0 && len(c.userFinals) == 0 {
+		if c.floor.transcriptID != 0 && len(c.chat.heard.finals) == 0 {
 			// The final the turn waited for came, and held nothing:
 			// noise, or a sound without words. No turn, and nothing
 			// lost; a later final with words still makes one.
 			c.stopEndpoint()
-			c.emit(events.Event{Kind: events.TranscriptIgnored, Epoch: c.epoch, Final: true, Reason: NoWords})
+			c.emit(events.Event{Kind: events.TranscriptIgnored, Epoch: c.turns.epoch, Final: true, Reason: NoWords})
 		}
 		return
 	}
 	c.restoreTransport()
-	c.userStages.Transcript = stamp(c.at())
-	c.userFinals = append(c.userFinals, strings.TrimSpace(tr.Text))
-	c.wordsSinceSpeech = true
-	if tr.Confidence > 0 && (c.userConfidence == 0 || tr.Confidence < c.userConfidence) {
-		c.userConfidence = tr.Confidence
+	c.chat.heard.stages.Transcript = stamp(c.at())
+	c.chat.heard.finals = append(c.chat.heard.finals, strings.TrimSpace(tr.Text))
+	c.chat.heard.wordsSinceSpeech = true
+	if tr.Confidence > 0 && (c.chat.heard.confidence == 0 || tr.Confidence < c.chat.heard.confidence) {
+		c.chat.heard.confidence = tr.Confidence
 	}
 	switch {
-	case c.userSpeaking:
-	case c.transcriptID != 0:
-		if c.endpointRanged() && c.clock.Now().Sub(c.silentSince) < c.endpointFor() {
+	case c.floor.userSpeaking:
+	case c.floor.transcriptID != 0:
+		if c.endpointRanged() && c.clock.Now().Sub(c.floor.silentSince) < c.endpointFor() {
 			// Words that leave the turn open ("and…") still get the
 			// longer silence.
 			c.armEndpoint()
 			break
 		}
 		c.finishUserTurn()
-	case c.endpointID == 0:
+	case c.floor.endpointID == 0:
 		// Words the VAD did not catch as speech: they still make a turn,
 		// once the usual silence has passed.
 		c.startEndpoint(0)
@@ -523,7 +489,7 @@ func (c *conductor) onTranscript(tr UserTranscript) {
 		// The words choose how long the silence must last.
 		c.armEndpoint()
 	}
-	if !c.userSpeaking && c.endpointID != 0 {
+	if !c.floor.userSpeaking && c.floor.endpointID != 0 {
 		c.speculate()
 	}
 }
@@ -532,24 +498,24 @@ func (c *conductor) onTimer(id uint64) {
 	switch id {
 	case 0:
 		return
-	case c.pauseID:
-		c.pauseTimer = nil
+	case c.floor.pauseID:
+		c.floor.pauseTimer = nil
 		c.resumeOutput("verdict_timeout")
-	case c.endpointID:
-		c.endpointTimer = nil
-		c.endpointID = 0
-		if len(c.userFinals) > 0 {
+	case c.floor.endpointID:
+		c.floor.endpointTimer = nil
+		c.floor.endpointID = 0
+		if len(c.chat.heard.finals) > 0 {
 			c.finishUserTurn()
 			return
 		}
 		// Silence says the turn is over but the recogniser has not
 		// answered yet: wait for it, but not forever.
-		c.timerID++
-		tid := c.timerID
-		c.transcriptID = tid
-		c.endpointTimer = c.clock.AfterFunc(c.cfg.TranscriptTimeout, func() { c.post(timerFired{id: tid}) })
-	case c.transcriptID:
-		c.endpointTimer = nil
+		c.floor.timerID++
+		tid := c.floor.timerID
+		c.floor.transcriptID = tid
+		c.floor.endpointTimer = c.clock.AfterFunc(c.cfg.TranscriptTimeout, func() { c.post(timerFired{id: tid}) })
+	case c.floor.transcriptID:
+		c.floor.endpointTimer = nil
 		c.stopEndpoint()
 		c.emit(events.Event{Kind: events.ProviderError, Provider: "stt", Reason: TurnDropped,
 			Error: fmt.Sprintf("no final transcript within %v of the caller's silence; user turn dropped (is the recogniser over capacity?)", c.cfg.TranscriptTimeout)})
@@ -557,18 +523,18 @@ func (c *conductor) onTimer(id uint64) {
 }
 
 func (c *conductor) finishUserTurn() {
-	text := strings.Join(c.userFinals, " ")
-	conf := c.userConfidence
-	c.userFinals, c.userConfidence, c.wordsSinceSpeech = nil, 0, false
+	text := strings.Join(c.chat.heard.finals, " ")
+	conf := c.chat.heard.confidence
+	c.chat.heard.finals, c.chat.heard.confidence, c.chat.heard.wordsSinceSpeech = nil, 0, false
 	c.stopEndpoint()
-	c.userStages.Endpoint = stamp(c.at())
+	c.chat.heard.stages.Endpoint = stamp(c.at())
 	ev := events.Event{Kind: events.UserTurn, Text: text, Reason: "speech"}
-	if !c.silentSince.IsZero() {
-		ev.Delay = c.clock.Now().Sub(c.silentSince)
+	if !c.floor.silentSince.IsZero() {
+		ev.Delay = c.clock.Now().Sub(c.floor.silentSince)
 	}
 	c.emit(ev)
 	c.cut("user_turn")
-	c.chat = append(c.chat, &entry{item: c.userItem(text, conf)})
+	c.chat.entries = append(c.chat.entries, &entry{item: c.userItem(text, conf)})
 	if c.useSpeculation(text) {
 		return
 	}
@@ -580,13 +546,13 @@ func (c *conductor) finishUserTurn() {
 // agent that is being judged (the output is paused on it): a follow-up
 // started then would talk over a caller who may be taking the floor.
 func (c *conductor) userBusy() bool {
-	return c.userSpeaking || c.paused || c.endpointID != 0 || c.transcriptID != 0 || len(c.userFinals) > 0
+	return c.floor.userSpeaking || c.floor.paused || c.floor.endpointID != 0 || c.floor.transcriptID != 0 || len(c.chat.heard.finals) > 0
 }
 
 // played reports whether a turn that holds the floor has played some of its
 // audio: whether the caller has heard anything of the agent's to answer.
 func (c *conductor) played() bool {
-	for _, t := range c.turns {
+	for _, t := range c.turns.live {
 		if t.holdsFloor() && t.played {
 			return true
 		}
@@ -597,7 +563,7 @@ func (c *conductor) played() bool {
 // speaking reports whether some turn still holds the floor: its model
 // stream or its audio is still going.
 func (c *conductor) speaking() bool {
-	for _, t := range c.turns {
+	for _, t := range c.turns.live {
 		if t.holdsFloor() {
 			return true
 		}
@@ -618,8 +584,8 @@ func (c *conductor) preempt(reason string) {
 // committed turn may yet use: its held audio is kept.
 func (c *conductor) cut(reason string) {
 	cut := false
-	// Settling removes turns from c.turns: walk a copy.
-	for _, t := range slices.Clone(c.turns) {
+	// Settling removes turns from c.turns.live: walk a copy.
+	for _, t := range slices.Clone(c.turns.live) {
 		t.superseded = true
 		if t.holdsFloor() {
 			c.interrupt(t, reason)
@@ -628,14 +594,14 @@ func (c *conductor) cut(reason string) {
 		c.applyPolicies(t)
 	}
 	// A turn can settle (audio done, calls in) before its follow-up goes
-	// out; it is no longer in c.turns, but the new input supersedes it too.
-	for _, t := range c.pendingFollowUps {
+	// out; it is no longer in c.turns.live, but the new input supersedes it too.
+	for _, t := range c.calls.pendingFollowUps {
 		t.superseded = true
 	}
 	if cut {
-		upTo := c.epoch
-		if c.spec != nil {
-			upTo = c.spec.epoch - 1
+		upTo := c.turns.epoch
+		if c.spec.cur != nil {
+			upTo = c.spec.cur.epoch - 1
 		}
 		c.edges.FlushOutput(upTo)
 	}
@@ -680,7 +646,7 @@ func (c *conductor) applyPolicies(t *turnState) {
 			c.finishCall(cs, tools.Outcome{State: tools.StateCancelled, IsError: true,
 				Output: "not executed: the user interrupted before this call started, so nothing was done"}, "not_executed")
 		case cs.rec.State == tools.StateRunning && cs.rec.Policy == tools.Cancel:
-			if c.ledger.RequestCancel(cs.id()) {
+			if c.calls.ledger.RequestCancel(cs.id()) {
 				c.emit(events.Event{Kind: events.ToolCancelRequested, Epoch: t.epoch, CallID: cs.id(), Tool: cs.rec.Tool})
 				c.edges.CancelTool(cs.id())
 			}
@@ -690,7 +656,7 @@ func (c *conductor) applyPolicies(t *turnState) {
 
 // playedText is the words of t whose audio had started by played.
 func (c *conductor) playedText(t *turnState, played time.Duration) string {
-	if c.textOnly {
+	if c.cfg.TextOnly {
 		return strings.TrimSpace(t.planned.String())
 	}
 	var b strings.Builder
@@ -707,7 +673,7 @@ func (c *conductor) playedText(t *turnState, played time.Duration) string {
 }
 
 func (c *conductor) allWords(t *turnState) string {
-	if c.textOnly {
+	if c.cfg.TextOnly {
 		return strings.TrimSpace(t.planned.String())
 	}
 	words := make([]string, len(t.words))
@@ -727,7 +693,7 @@ func (c *conductor) settleAssistant(t *turnState, text string, interrupted bool)
 			return
 		}
 		e = &entry{item: llm.Item{Kind: llm.KindMessage, Role: llm.RoleAssistant}}
-		c.chat = append(c.chat, e)
+		c.chat.entries = append(c.chat.entries, e)
 		t.assistant = e
 	}
 	e.turn = nil
@@ -740,7 +706,7 @@ func (c *conductor) settleAssistant(t *turnState, text string, interrupted bool)
 
 func (c *conductor) stopPlayout(t *turnState, text string) {
 	t.playoutDone = true
-	c.lastPlayed, c.lastPlayedAt = text, c.clock.Now()
+	c.floor.lastPlayed, c.floor.lastPlayedAt = text, c.clock.Now()
 	t.handle.mu.Lock()
 	t.handle.played = text
 	t.handle.mu.Unlock()
@@ -760,14 +726,14 @@ func (c *conductor) onModelDone(d ModelDone) {
 	}
 	if t.planned.Len() > 0 || len(d.Calls) > 0 {
 		e := &entry{item: llm.Item{Kind: llm.KindMessage, Role: llm.RoleAssistant}, turn: t}
-		c.chat = append(c.chat, e)
+		c.chat.entries = append(c.chat.entries, e)
 		t.assistant = e
 	}
 	for _, call := range d.Calls {
 		c.requestCall(t, call)
 	}
 	if len(t.calls) > 0 {
-		c.pendingFollowUps = append(c.pendingFollowUps, t)
+		c.calls.pendingFollowUps = append(c.calls.pendingFollowUps, t)
 	}
 	if t.playoutDone {
 		c.settleAssistant(t, c.allWords(t), false)
@@ -777,19 +743,19 @@ func (c *conductor) onModelDone(d ModelDone) {
 }
 
 func (c *conductor) requestCall(t *turnState, call llm.ToolCall) {
-	c.ncall++
+	c.calls.n++
 	if call.ID == "" {
-		call.ID = fmt.Sprintf("call_%s_%d", c.id, c.ncall)
+		call.ID = fmt.Sprintf("call_%s_%d", c.cfg.ID, c.calls.n)
 	}
-	if _, dup := c.ledger.Get(call.ID); dup {
-		call.ID = fmt.Sprintf("%s_%d", call.ID, c.ncall)
+	if _, dup := c.calls.ledger.Get(call.ID); dup {
+		call.ID = fmt.Sprintf("%s_%d", call.ID, c.calls.n)
 	}
-	tool, known := c.toolset.Lookup(call.Name)
+	tool, known := c.agent.tools.Lookup(call.Name)
 	effect, policy := tools.Read, tools.Complete
 	if known {
 		effect, policy = tool.Effect(), tool.Policy()
 	}
-	rec, err := c.ledger.Request(call.ID, call.Name, call.Arguments, effect, policy, t.epoch)
+	rec, err := c.calls.ledger.Request(call.ID, call.Name, call.Arguments, effect, policy, t.epoch)
 	if err != nil { // ids are made unique above; this is a bug, not input
 		c.log.Error("tool ledger", "err", err)
 		return
@@ -798,10 +764,10 @@ func (c *conductor) requestCall(t *turnState, call llm.ToolCall) {
 	if known {
 		cs.tool = tool
 	}
-	c.calls[rec.ID] = cs
-	c.inflight++
+	c.calls.byID[rec.ID] = cs
+	c.calls.inflight++
 	t.calls = append(t.calls, cs)
-	c.chat = append(c.chat, &entry{
+	c.chat.entries = append(c.chat.entries, &entry{
 		item: llm.Item{Kind: llm.KindToolCall, CallID: rec.ID, Name: rec.Tool, Arguments: rec.Args},
 		call: cs,
 	})
@@ -818,7 +784,7 @@ func (c *conductor) requestCall(t *turnState, call llm.ToolCall) {
 		return
 	}
 	if policy == tools.Defer {
-		c.ledger.Defer(rec.ID)
+		c.calls.ledger.Defer(rec.ID)
 		c.emit(events.Event{Kind: events.ToolDeferred, Epoch: t.epoch, CallID: rec.ID, Tool: rec.Tool})
 		return
 	}
@@ -843,14 +809,14 @@ func (c *conductor) startDeferred(t *turnState) {
 // has the outcome reconciled first.
 func (c *conductor) dispatch(cs *callState) {
 	if cs.tool.Dedupe() {
-		switch d, prior := c.ledger.Decide(cs.id()); d {
+		switch d, prior := c.calls.ledger.Decide(cs.id()); d {
 		case tools.Reuse:
 			c.emit(events.Event{Kind: events.ToolDeduped, Epoch: cs.turn.epoch, CallID: cs.id(), Tool: cs.rec.Tool, Reason: "reuse", Text: prior.ID})
-			c.ledger.Reuse(cs.id(), prior)
+			c.calls.ledger.Reuse(cs.id(), prior)
 			c.ended(cs, "deduped")
 			return
 		case tools.Join:
-			p := c.calls[prior.ID]
+			p := c.calls.byID[prior.ID]
 			c.emit(events.Event{Kind: events.ToolDeduped, Epoch: cs.turn.epoch, CallID: cs.id(), Tool: cs.rec.Tool, Reason: "join", Text: prior.ID})
 			p.joiners = append(p.joiners, cs)
 			return
@@ -870,7 +836,7 @@ func (c *conductor) dispatch(cs *callState) {
 	if c.adopted(cs) {
 		return
 	}
-	c.ledger.Start(cs.id())
+	c.calls.ledger.Start(cs.id())
 	c.emit(events.Event{Kind: events.ToolStarted, Epoch: cs.turn.epoch, CallID: cs.id(), Tool: cs.rec.Tool})
 	c.edges.RunTool(c.toolRun(cs, ""))
 }
@@ -880,15 +846,15 @@ func (c *conductor) toolRun(cs *callState, of string) ToolRun {
 }
 
 func (c *conductor) toolNames() string {
-	names := make([]string, 0, c.toolset.Len())
-	for _, t := range c.toolset.All() {
+	names := make([]string, 0, c.agent.tools.Len())
+	for _, t := range c.agent.tools.All() {
 		names = append(names, t.Name())
 	}
 	return strings.Join(names, ", ")
 }
 
 func (c *conductor) onToolOutcome(o ToolOutcome) {
-	cs := c.calls[o.CallID]
+	cs := c.calls.byID[o.CallID]
 	if cs == nil || !o.State.Terminal() {
 		return
 	}
@@ -915,7 +881,7 @@ func (c *conductor) onToolOutcome(o ToolOutcome) {
 	}
 	if cs.rec.State.Terminal() {
 		before := cs.rec.Late
-		if c.ledger.Finish(cs.id(), out); cs.rec.Late != before {
+		if c.calls.ledger.Finish(cs.id(), out); cs.rec.Late != before {
 			c.emit(events.Event{Kind: events.ToolLateOutcome, Epoch: cs.turn.epoch, CallID: cs.id(), Tool: cs.rec.Tool,
 				State: string(out.State), Text: out.Output})
 			c.amend(cs, out)
@@ -934,20 +900,20 @@ func (c *conductor) amend(cs *callState, late tools.Outcome) {
 		return
 	}
 	note := fmt.Sprintf("%s\nupdate: the call finished after its deadline after all: %s: %s", cs.rec.Output, late.State, late.Output)
-	c.ledger.Amend(cs.id(), note)
+	c.calls.ledger.Amend(cs.id(), note)
 	cs.seen, cs.moot = false, false
-	c.unseen = append(c.unseen, cs)
+	c.calls.unseen = append(c.calls.unseen, cs)
 	c.emit(events.Event{Kind: events.ToolCommitted, Epoch: cs.turn.epoch, CallID: cs.id(), Tool: cs.rec.Tool,
 		State: string(cs.rec.State), Reason: "late_outcome"})
 }
 
 func (c *conductor) onReconciled(r ReconcileOutcome) {
-	cs := c.calls[r.CallID]
+	cs := c.calls.byID[r.CallID]
 	if cs == nil || !cs.reconciling || cs.rec.State.Terminal() {
 		return
 	}
 	cs.reconciling = false
-	prior, _ := c.ledger.Get(r.Of)
+	prior, _ := c.calls.ledger.Get(r.Of)
 	ev := events.Event{Kind: events.ToolReconcile, Epoch: cs.turn.epoch, CallID: cs.id(), Tool: cs.rec.Tool, Text: r.Of}
 	switch {
 	case r.Err != nil || prior == nil:
@@ -959,20 +925,20 @@ func (c *conductor) onReconciled(r ReconcileOutcome) {
 	case r.Done:
 		ev.Reason = "done"
 		c.emit(ev)
-		c.ledger.Resolve(prior.ID, tools.Outcome{State: tools.StateSucceeded, Output: r.Output})
-		c.ledger.Reuse(cs.id(), prior)
+		c.calls.ledger.Resolve(prior.ID, tools.Outcome{State: tools.StateSucceeded, Output: r.Output})
+		c.calls.ledger.Reuse(cs.id(), prior)
 		c.ended(cs, "reconciled")
 	default:
 		ev.Reason = "not_done"
 		c.emit(ev)
-		c.ledger.Resolve(prior.ID, tools.Outcome{State: tools.StateFailed, IsError: true, Output: "error: it did not take effect"})
+		c.calls.ledger.Resolve(prior.ID, tools.Outcome{State: tools.StateFailed, IsError: true, Output: "error: it did not take effect"})
 		c.dispatch(cs)
 	}
 }
 
 // finishCall records a call's end in the ledger and moves on from it.
 func (c *conductor) finishCall(cs *callState, o tools.Outcome, reason string) {
-	if !c.ledger.Finish(cs.id(), o) {
+	if !c.calls.ledger.Finish(cs.id(), o) {
 		return
 	}
 	c.ended(cs, reason)
@@ -981,7 +947,7 @@ func (c *conductor) finishCall(cs *callState, o tools.Outcome, reason string) {
 // ended follows a call that just reached its terminal state: the event, the
 // calls that waited on it, the commit, and what the turn does next.
 func (c *conductor) ended(cs *callState, reason string) {
-	c.inflight--
+	c.calls.inflight--
 	ev := events.Event{Kind: events.ToolTerminal, Epoch: cs.turn.epoch, CallID: cs.id(), Tool: cs.rec.Tool,
 		State: string(cs.rec.State), Reason: reason}
 	if cs.rec.IsError {
@@ -1003,7 +969,7 @@ func (c *conductor) releaseJoiners(cs *callState) {
 			continue
 		}
 		if cs.rec.Outcome().State == tools.StateSucceeded {
-			c.ledger.Reuse(j.id(), cs.rec)
+			c.calls.ledger.Reuse(j.id(), cs.rec)
 			c.ended(j, "deduped")
 			continue
 		}
@@ -1015,8 +981,8 @@ func (c *conductor) releaseJoiners(cs *callState) {
 // call order next to their calls (see render), so a result is never held
 // back behind a slower sibling.
 func (c *conductor) commit(cs *callState) {
-	c.ledger.Commit(cs.id())
-	c.unseen = append(c.unseen, cs)
+	c.calls.ledger.Commit(cs.id())
+	c.calls.unseen = append(c.calls.unseen, cs)
 	c.emit(events.Event{Kind: events.ToolCommitted, Epoch: cs.turn.epoch, CallID: cs.id(), Tool: cs.rec.Tool, State: string(cs.rec.State)})
 }
 
@@ -1039,7 +1005,7 @@ func (c *conductor) onSpeechDone(d SpeechDone) {
 		return
 	}
 	t.unspoken = true
-	c.chat = append(c.chat, &entry{item: llm.Item{Kind: llm.KindMessage, Role: llm.RoleSystem, Text: undeliveredNote(d.Unspoken)}})
+	c.chat.entries = append(c.chat.entries, &entry{item: llm.Item{Kind: llm.KindMessage, Role: llm.RoleSystem, Text: undeliveredNote(d.Unspoken)}})
 }
 
 func (c *conductor) onPlayoutFinished(epoch uint64) {
@@ -1071,9 +1037,9 @@ func (c *conductor) maybeSettle(t *turnState) {
 	close(t.handle.settled)
 	c.emitTurnMetrics(t)
 	c.emit(events.Event{Kind: events.TurnSettled, Epoch: t.epoch})
-	for i, x := range c.turns {
+	for i, x := range c.turns.live {
 		if x == t {
-			c.turns = append(c.turns[:i], c.turns[i+1:]...)
+			c.turns.live = append(c.turns.live[:i], c.turns.live[i+1:]...)
 			break
 		}
 	}
@@ -1101,9 +1067,9 @@ func (c *conductor) readyForFollowUp(t *turnState) bool {
 // its own: no request has shown it, none is coming for it (its turn was cut
 // into or has had its follow-up), and it is not moot.
 func (c *conductor) owedResult() bool {
-	keep := c.unseen[:0]
+	keep := c.calls.unseen[:0]
 	owed := false
-	for _, cs := range c.unseen {
+	for _, cs := range c.calls.unseen {
 		if cs.seen {
 			continue
 		}
@@ -1112,8 +1078,8 @@ func (c *conductor) owedResult() bool {
 			owed = true
 		}
 	}
-	clear(c.unseen[len(keep):])
-	c.unseen = keep
+	clear(c.calls.unseen[len(keep):])
+	c.calls.unseen = keep
 	return owed
 }
 
@@ -1122,11 +1088,11 @@ func (c *conductor) owedResult() bool {
 // behind it); a result nobody has answered gets its inference as soon as the
 // floor is free; and a session with nothing left to do says so once.
 func (c *conductor) checkFloor() {
-	if c.userBusy() || c.transportDown {
+	if c.userBusy() || c.link.transportDown {
 		return
 	}
-	keep := c.pendingFollowUps[:0]
-	for _, t := range c.pendingFollowUps {
+	keep := c.calls.pendingFollowUps[:0]
+	for _, t := range c.calls.pendingFollowUps {
 		switch {
 		case !t.awaitsFollowUp():
 		case c.readyForFollowUp(t):
@@ -1136,37 +1102,37 @@ func (c *conductor) checkFloor() {
 			keep = append(keep, t)
 		}
 	}
-	clear(c.pendingFollowUps[len(keep):])
-	c.pendingFollowUps = keep
+	clear(c.calls.pendingFollowUps[len(keep):])
+	c.calls.pendingFollowUps = keep
 	if c.speaking() {
 		return
 	}
 	// A follow-up still to come shows the owed result too.
-	if len(c.pendingFollowUps) == 0 && c.owedResult() {
+	if len(c.calls.pendingFollowUps) == 0 && c.owedResult() {
 		c.startTurn("tool_result", llm.ReasonToolResult, "")
 		return
 	}
-	if !c.idle && c.idleNow() {
-		c.idle = true
-		c.emit(events.Event{Kind: events.Idle, Epoch: c.epoch})
+	if !c.link.idle && c.idleNow() {
+		c.link.idle = true
+		c.emit(events.Event{Kind: events.Idle, Epoch: c.turns.epoch})
 	}
 }
 
 // idleNow reports whether nothing is in flight: no turn, no call.
 func (c *conductor) idleNow() bool {
-	if len(c.turns) > 0 || c.userBusy() {
+	if len(c.turns.live) > 0 || c.userBusy() {
 		return false
 	}
-	for _, cs := range c.unseen {
+	for _, cs := range c.calls.unseen {
 		if !cs.seen && cs.owed() {
 			return false
 		}
 	}
-	return c.inflight == 0
+	return c.calls.inflight == 0
 }
 
 func (c *conductor) appendUser(text string) {
-	c.chat = append(c.chat, &entry{item: c.userItem(text, 0)})
+	c.chat.entries = append(c.chat.entries, &entry{item: c.userItem(text, 0)})
 }
 
 // userItem is the caller's message, with the recogniser's confidence in it
@@ -1179,16 +1145,16 @@ func (c *conductor) userItem(text string, confidence float64) llm.Item {
 // the inference_sent event's reason, which tells typed input from speech.
 func (c *conductor) startTurn(why string, reason llm.Reason, extra string) {
 	c.discardSpeculation("new_turn")
-	c.idle = false
-	c.epoch++
-	t := &turnState{handle: newTurn(c.epoch), epoch: c.epoch}
+	c.link.idle = false
+	c.turns.epoch++
+	t := &turnState{handle: newTurn(c.turns.epoch), epoch: c.turns.epoch}
 	if reason == llm.ReasonUserTurn {
-		t.stages, c.userStages = c.userStages, events.Turn{}
+		t.stages, c.chat.heard.stages = c.chat.heard.stages, events.Turn{}
 	}
 	// The agent that answers, not the one there when the turn settles
 	// (a handoff may come between).
 	t.stages.Agent = c.agent.Name
-	c.turns = append(c.turns, t)
+	c.turns.live = append(c.turns.live, t)
 	c.emit(events.Event{Kind: events.TurnStarted, Epoch: t.epoch})
 	req := c.buildRequest(reason, extra)
 	c.emit(events.Event{Kind: events.InferenceSent, Epoch: t.epoch, Count: len(req.Context.Items), Reason: why})
@@ -1203,11 +1169,11 @@ func (c *conductor) buildRequest(reason llm.Reason, extra string) llm.Request {
 		instr = strings.TrimSpace(instr + "\n\n" + extra)
 	}
 	items := c.render(true, true)
-	req := llm.Request{Instructions: instr, Context: llm.ChatContext{Items: items}, Tools: c.toolset.Specs(),
-		Reason: reason, New: unchangedPrefix(c.sent, items)}
+	req := llm.Request{Instructions: instr, Context: llm.ChatContext{Items: items}, Tools: c.agent.tools.Specs(),
+		Reason: reason, New: unchangedPrefix(c.chat.sent, items)}
 	// A copy: the model may hold on to the request, and must not be able
 	// to change what the next request is compared with.
-	c.sent = slices.Clone(items)
+	c.chat.sent = slices.Clone(items)
 	return req
 }
 
@@ -1241,7 +1207,7 @@ func (c *conductor) context() llm.ChatContext {
 // provisional output and, if mark, the results shown are marked seen (and
 // calls shown running, shownRunning); otherwise they have none yet.
 func (c *conductor) render(forModel, mark bool) []llm.Item {
-	items := make([]llm.Item, 0, len(c.chat)*2)
+	items := make([]llm.Item, 0, len(c.chat.entries)*2)
 	var run []*callState
 	flush := func() {
 		for _, cs := range run {
@@ -1268,7 +1234,7 @@ func (c *conductor) render(forModel, mark bool) []llm.Item {
 		}
 		run = run[:0]
 	}
-	for _, e := range c.chat {
+	for _, e := range c.chat.entries {
 		if e.drop {
 			continue
 		}
@@ -1296,7 +1262,7 @@ func (c *conductor) render(forModel, mark bool) []llm.Item {
 }
 
 // at is the session clock's reading, as an offset from the session's start.
-func (c *conductor) at() time.Duration { return c.clock.Now().Sub(c.start) }
+func (c *conductor) at() time.Duration { return c.clock.Now().Sub(c.clock.start) }
 
 // stamp is a stage's instant as events.Turn holds it, where zero means
 // not reached: a stage reached as the session starts (a greeting's
