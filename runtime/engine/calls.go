@@ -132,7 +132,7 @@ func (c *conductor) requestCall(t *turnState, call llm.ToolCall) {
 // startDeferred runs the turn's deferred calls: its response is complete
 // and its preamble has played out, both without interruption.
 func (c *conductor) startDeferred(t *turnState) {
-	if t.interrupted || t.superseded || !t.modelDone || !t.playoutDone {
+	if t.overtaken() || t.phase != answered {
 		return
 	}
 	for _, cs := range t.calls {
@@ -327,7 +327,7 @@ func (c *conductor) commit(cs *callState) {
 // readyForFollowUp reports whether t's results are all in (detached calls
 // aside), at least one is news to the model, and t may now ask about them.
 func (c *conductor) readyForFollowUp(t *turnState) bool {
-	if !t.awaitsFollowUp() || !t.modelDone || !(t.synthDone || t.playoutDone) || len(t.calls) == 0 {
+	if !t.awaitsFollowUp() || !t.modelDone() || !(t.synthDone || t.playoutDone()) || len(t.calls) == 0 {
 		return false
 	}
 	news := false

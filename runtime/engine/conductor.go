@@ -140,7 +140,7 @@ func (c *conductor) handle(in Input) {
 			t.stages.TokensOut += in.TokensOut
 		}
 	case PlayoutStarted:
-		if t := c.liveTurn(in.Epoch); t != nil && !t.playoutDone {
+		if t := c.liveTurn(in.Epoch); t != nil && !t.playoutDone() {
 			t.played = true
 			t.stages.FirstPlayed = stamp(c.at())
 			c.emit(events.Event{Kind: events.PlayoutStarted, Epoch: in.Epoch})
@@ -242,7 +242,7 @@ func (c *conductor) cut(reason string) {
 	cut := false
 	// Settling removes turns from c.turns.live: walk a copy.
 	for _, t := range slices.Clone(c.turns.live) {
-		t.superseded = true
+		t.overtake(newerInput)
 		if t.holdsFloor() {
 			c.interrupt(t, reason)
 			cut = true
@@ -252,7 +252,7 @@ func (c *conductor) cut(reason string) {
 	// A turn can settle (audio done, calls in) before its follow-up goes
 	// out; it is no longer in c.turns.live, but the new input supersedes it too.
 	for _, t := range c.calls.pendingFollowUps {
-		t.superseded = true
+		t.overtake(newerInput)
 	}
 	if cut {
 		upTo := c.turns.epoch
@@ -276,7 +276,7 @@ func (c *conductor) checkFloor() {
 		switch {
 		case !t.awaitsFollowUp():
 		case c.readyForFollowUp(t):
-			t.followUp = true
+			t.overtake(followedUp)
 			c.startTurn("tool_result", llm.ReasonFollowUp, "")
 		default:
 			keep = append(keep, t)

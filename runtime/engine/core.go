@@ -167,7 +167,7 @@ func (k *Core) RecentlyPlayed() string { return k.c.recentlyPlayed() }
 func (k *Core) NowPlaying() Caption {
 	c := k.c
 	for _, t := range c.turns.live {
-		if !t.interrupted && !t.playoutDone {
+		if !t.wasCut() && !t.playoutDone() {
 			return Caption{Epoch: t.epoch, Text: c.playedText(t, c.edges.Played(t.epoch))}
 		}
 	}

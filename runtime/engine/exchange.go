@@ -47,11 +47,11 @@ func (ex *Exchange) Answer() Answer {
 	for _, t := range ex.turns {
 		said = appendText(said, t.planned.String())
 		played := t.handle.PlayedText()
-		if !t.playoutDone {
+		if !t.playoutDone() {
 			played = c.playedText(t, c.edges.Played(t.epoch))
 		}
 		heard = appendText(heard, played)
-		r.Interrupted = r.Interrupted || t.interrupted
+		r.Interrupted = r.Interrupted || t.wasCut()
 		for _, cs := range t.calls {
 			r.Calls = append(r.Calls, copyCall(cs.rec))
 		}

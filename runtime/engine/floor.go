@@ -83,7 +83,7 @@ func (c *conductor) recentlyPlayed() string {
 		b.WriteString(c.floor.lastPlayed)
 	}
 	for _, t := range c.turns.live {
-		if !t.playoutDone {
+		if !t.playoutDone() {
 			b.WriteByte(' ')
 			b.WriteString(c.playedText(t, c.edges.Played(t.epoch)))
 		}

@@ -81,7 +81,7 @@ func (c *conductor) state() State {
 			// Still playing: what the caller has heard so far.
 			played := c.edges.Played(t.epoch)
 			it.Text = c.playedText(t, played)
-			if !t.playoutDone || t.interrupted {
+			if !t.playoutDone() || t.wasCut() {
 				it.Interrupted, it.Played = true, played
 			}
 			if it.Text == "" {

@@ -25,7 +25,9 @@ type turnState struct {
 	planned strings.Builder
 	words   []tts.WordTiming
 
-	modelDone bool
+	// phase is where the turn is; standing, what its results lead to.
+	phase    phase
+	standing standing
 	// synthDone: all of the turn's audio is queued. A follow-up waits for
 	// it, because the output plays audio in the order it was queued: a
 	// follow-up's words must not land between the preamble's phrases.
@@ -34,14 +36,7 @@ type turnState struct {
 	// heard is the words queued, not the text planned.
 	unspoken bool
 	// played: some of the turn's audio has played.
-	played      bool
-	playoutDone bool
-	interrupted bool
-	// superseded: newer user input came after this turn began, so its tool
-	// results must not trigger a follow-up of their own.
-	superseded bool
-	followUp   bool
-	settled    bool
+	played bool
 
 	assistant *entry
 	calls     []*callState
@@ -50,22 +45,11 @@ type turnState struct {
 	stages events.Turn
 }
 
-// holdsFloor reports whether the turn's model stream or audio is still going.
-func (t *turnState) holdsFloor() bool {
-	return !t.interrupted && (!t.modelDone || !t.playoutDone)
-}
-
-// awaitsFollowUp reports whether the turn will ask the model about its own
-// results once they are in: nobody has cut in since it began.
-func (t *turnState) awaitsFollowUp() bool {
-	return !t.interrupted && !t.superseded && !t.followUp
-}
-
 // liveTurn returns the unsettled, uninterrupted turn of epoch; anything an
 // interrupted or finished epoch still produces is stale and dropped.
 func (c *conductor) liveTurn(epoch uint64) *turnState {
 	for _, t := range c.turns.live {
-		if t.epoch == epoch && !t.interrupted {
+		if t.epoch == epoch && !t.wasCut() {
 			return t
 		}
 	}
@@ -102,7 +86,7 @@ func (c *conductor) allWords(t *turnState) string {
 }
 
 func (c *conductor) stopPlayout(t *turnState, text string) {
-	t.playoutDone = true
+	t.finish(playoutFinished)
 	c.floor.lastPlayed, c.floor.lastPlayedAt = text, c.clock.Now()
 	t.handle.mu.Lock()
 	t.handle.played = text
@@ -111,7 +95,7 @@ func (c *conductor) stopPlayout(t *turnState, text string) {
 }
 
 func (c *conductor) maybeSettle(t *turnState) {
-	if t.settled || !t.modelDone || !t.playoutDone {
+	if t.phase != answered {
 		return
 	}
 	for _, cs := range t.calls {
@@ -119,7 +103,7 @@ func (c *conductor) maybeSettle(t *turnState) {
 			return
 		}
 	}
-	t.settled = true
+	t.finish(callsIn)
 	c.edges.CancelGeneration(t.epoch) // releases the finished generation
 	close(t.handle.settled)
 	c.emitTurnMetrics(t)
@@ -187,7 +171,7 @@ func (c *conductor) emitTurnMetrics(t *turnState) {
 }
 
 func (c *conductor) interrupt(t *turnState, reason string) {
-	t.interrupted = true
+	t.overtake(interrupted)
 	now := stamp(c.at())
 	t.stages.Interrupted = true
 	if t.stages.ModelDone == 0 {
@@ -202,7 +186,7 @@ func (c *conductor) interrupt(t *turnState, reason string) {
 
 	played := c.edges.Played(t.epoch)
 	text := c.playedText(t, played)
-	if !t.playoutDone {
+	if !t.playoutDone() {
 		c.settleAssistant(t, text, true)
 		if t.assistant != nil {
 			t.assistant.item.Played = played
@@ -210,7 +194,7 @@ func (c *conductor) interrupt(t *turnState, reason string) {
 		c.emit(events.Event{Kind: events.PlayoutTruncate, Epoch: t.epoch, Text: text, Played: played})
 		c.stopPlayout(t, text)
 	}
-	t.modelDone = true
+	t.finish(modelFinished)
 	c.maybeSettle(t)
 }
 
@@ -220,7 +204,7 @@ func (c *conductor) onModelDone(d ModelDone) {
 		// A call from an interrupted generation never runs.
 		return
 	}
-	t.modelDone = true
+	t.finish(modelFinished)
 	t.stages.ModelDone = stamp(c.at())
 	if d.Err != nil {
 		c.emit(events.Event{Kind: events.ProviderError, Epoch: t.epoch, Provider: "llm", Error: d.Err.Error()})
@@ -236,7 +220,7 @@ func (c *conductor) onModelDone(d ModelDone) {
 	if len(t.calls) > 0 {
 		c.calls.pendingFollowUps = append(c.calls.pendingFollowUps, t)
 	}
-	if t.playoutDone {
+	if t.playoutDone() {
 		c.settleAssistant(t, c.allWords(t), false)
 		c.startDeferred(t)
 	}
@@ -267,12 +251,12 @@ func (c *conductor) onSpeechDone(d SpeechDone) {
 
 func (c *conductor) onPlayoutFinished(epoch uint64) {
 	t := c.liveTurn(epoch)
-	if t == nil || t.playoutDone {
+	if t == nil || t.playoutDone() {
 		return
 	}
 	text := c.allWords(t)
 	c.stopPlayout(t, text)
-	if t.modelDone {
+	if t.modelDone() {
 		c.settleAssistant(t, text, false)
 	}
 	c.emit(events.Event{Kind: events.PlayoutDone, Epoch: epoch, Text: text, Played: c.edges.Played(epoch)})
