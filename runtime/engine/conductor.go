@@ -198,21 +198,19 @@ func (c *conductor) onTransportLost() {
 	c.preempt("transport_drop")
 }
 
-func (c *conductor) onSpeechStarted() {
-	c.link.idle = false
-	c.restoreTransport()
-	c.floor.userSpeaking, c.chat.heard.wordsSinceSpeech = true, false
-	c.stopEndpoint()
-	c.discardSpeculation("speech")
-	c.emit(events.Event{Kind: events.SpeechStarted, Epoch: c.turns.epoch})
-	if c.speaking() {
-		c.emit(events.Event{Kind: events.BargeInConfirmed, Epoch: c.turns.epoch, Reason: "speech"})
-		c.preempt("barge_in")
-	}
-}
+func (c *conductor) onSpeechStarted() { c.callerSpeaks("speech") }
 
 // onBargeIn: the arbiter confirmed the caller is talking over the agent.
 func (c *conductor) onBargeIn(reason string) {
+	c.callerSpeaks(reason)
+	// The flush in callerSpeaks dropped the paused audio: the next turn
+	// plays.
+	c.unpause()
+}
+
+// callerSpeaks takes the floor for the caller: their words are to come,
+// and an agent still speaking is cut (barge-in, for reason).
+func (c *conductor) callerSpeaks(reason string) {
 	c.link.idle = false
 	c.restoreTransport()
 	c.floor.userSpeaking, c.chat.heard.wordsSinceSpeech = true, false
@@ -223,8 +221,6 @@ func (c *conductor) onBargeIn(reason string) {
 		c.emit(events.Event{Kind: events.BargeInConfirmed, Epoch: c.turns.epoch, Reason: reason})
 		c.preempt("barge_in")
 	}
-	// The flush above dropped the paused audio: the next turn plays.
-	c.unpause()
 }
 
 // preempt hands the floor to new user input at once: turns still speaking
