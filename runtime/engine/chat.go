@@ -39,6 +39,28 @@ type heard struct {
 	confidence float64
 }
 
+// add takes a final transcript with words.
+func (h *heard) add(tr UserTranscript) {
+	h.finals = append(h.finals, strings.TrimSpace(tr.Text))
+	h.wordsSinceSpeech = true
+	if tr.Confidence > 0 && (h.confidence == 0 || tr.Confidence < h.confidence) {
+		h.confidence = tr.Confidence
+	}
+}
+
+// words is what the caller has said of the turn so far.
+func (h *heard) words() string { return strings.Join(h.finals, " ") }
+
+// take ends the caller's turn: their words, and the recogniser's least
+// confidence in them.
+func (h *heard) take() (text string, confidence float64) {
+	text, confidence = h.words(), h.confidence
+	h.finals, h.confidence, h.wordsSinceSpeech = nil, 0, false
+	return text, confidence
+}
+
+// entry is one item of the chat context, with what the core needs to
+// render it.
 type entry struct {
 	item llm.Item
 	// turn is set on an assistant message whose audio may still be

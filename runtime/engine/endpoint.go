@@ -17,7 +17,7 @@ func (c *conductor) endpointFor() time.Duration {
 	if !c.chat.heard.wordsSinceSpeech {
 		return c.cfg.Endpointing
 	}
-	return c.cfg.EndpointFor(strings.Join(c.chat.heard.finals, " "), c.agent.Phrases)
+	return c.cfg.EndpointFor(c.chat.heard.words(), c.agent.Phrases)
 }
 
 // EndpointFor is the silence that ends a caller's turn whose words are text,

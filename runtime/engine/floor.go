@@ -61,93 +61,6 @@ const (
 	echoMemory = 5 * time.Second
 )
 
-func (c *conductor) unpause() bool {
-	if !c.floor.paused {
-		return false
-	}
-	c.floor.paused = false
-	c.floor.pauseID = 0
-	if c.floor.pauseTimer != nil {
-		c.floor.pauseTimer.Stop()
-		c.floor.pauseTimer = nil
-	}
-	c.edges.(OutputPauser).ResumeOutput()
-	return true
-}
-
-// recentlyPlayed is what the caller may still hear as echo: the words played
-// so far of the turns in flight and of the latest turn that stopped.
-func (c *conductor) recentlyPlayed() string {
-	var b strings.Builder
-	if c.floor.lastPlayed != "" && c.clock.Now().Sub(c.floor.lastPlayedAt) <= echoMemory {
-		b.WriteString(c.floor.lastPlayed)
-	}
-	for _, t := range c.turns.live {
-		if !t.playoutDone() {
-			b.WriteByte(' ')
-			b.WriteString(c.playedText(t, c.edges.Played(t.epoch)))
-		}
-	}
-	return b.String()
-}
-
-// startEndpoint starts the silence that ends the caller's turn, of which
-// heard has passed already.
-func (c *conductor) startEndpoint(heard time.Duration) {
-	c.floor.silentSince = c.clock.Now().Add(-heard)
-	c.armEndpoint()
-}
-
-// armEndpoint (re)starts the wait for the end of the caller's turn: the
-// silence their words call for (endpointFor), counted from silentSince.
-func (c *conductor) armEndpoint() {
-	c.stopEndpoint()
-	c.floor.timerID++
-	id := c.floor.timerID
-	c.floor.endpointID = id
-	wait := c.floor.silentSince.Add(c.endpointFor()).Sub(c.clock.Now())
-	c.floor.endpointTimer = c.clock.AfterFunc(max(wait, 0), func() { c.post(timerFired{id: id}) })
-}
-
-func (c *conductor) stopEndpoint() {
-	if c.floor.endpointTimer != nil {
-		c.floor.endpointTimer.Stop()
-		c.floor.endpointTimer = nil
-	}
-	c.floor.endpointID = 0
-	c.floor.transcriptID = 0
-}
-
-// userBusy reports whether the caller holds the floor: speaking, in the
-// silence that may still be part of their turn, or making a sound over the
-// agent that is being judged (the output is paused on it): a follow-up
-// started then would talk over a caller who may be taking the floor.
-func (c *conductor) userBusy() bool {
-	return c.floor.userSpeaking || c.floor.paused || c.floor.endpointID != 0 || c.floor.transcriptID != 0 || len(c.chat.heard.finals) > 0
-}
-
-// played reports whether a turn that holds the floor has played some of its
-// audio: whether the caller has heard anything of the agent's to answer.
-func (c *conductor) played() bool {
-	for _, t := range c.turns.live {
-		if t.holdsFloor() && t.played {
-			return true
-		}
-	}
-	return false
-}
-
-// speaking reports whether some turn still holds the floor: its model
-// stream or its audio is still going.
-func (c *conductor) speaking() bool {
-	for _, t := range c.turns.live {
-		if t.holdsFloor() {
-			return true
-		}
-	}
-	return false
-}
-
 // onSuspected pauses the output while the arbiter listens: the agent's echo
 // stops with it, a caller does not.
 func (c *conductor) onSuspected(in BargeInSuspected) {
@@ -158,8 +71,7 @@ func (c *conductor) onSuspected(in BargeInSuspected) {
 	p.PauseOutput()
 	c.floor.paused = true
 	c.emit(events.Event{Kind: events.BargeInSuspected, Epoch: c.turns.epoch, Reason: in.Reason})
-	c.floor.timerID++
-	id := c.floor.timerID
+	id := c.floor.newTimer()
 	c.floor.pauseID = id
 	limit := maxPause
 	if in.Verdict > 0 {
@@ -207,11 +119,7 @@ func (c *conductor) onTranscript(tr UserTranscript) {
 	}
 	c.restoreTransport()
 	c.chat.heard.stages.Transcript = stamp(c.at())
-	c.chat.heard.finals = append(c.chat.heard.finals, strings.TrimSpace(tr.Text))
-	c.chat.heard.wordsSinceSpeech = true
-	if tr.Confidence > 0 && (c.chat.heard.confidence == 0 || tr.Confidence < c.chat.heard.confidence) {
-		c.chat.heard.confidence = tr.Confidence
-	}
+	c.chat.heard.add(tr)
 	switch {
 	case c.floor.userSpeaking:
 	case c.floor.transcriptID != 0:
@@ -251,8 +159,7 @@ func (c *conductor) onTimer(id uint64) {
 		}
 		// Silence says the turn is over but the recogniser has not
 		// answered yet: wait for it, but not forever.
-		c.floor.timerID++
-		tid := c.floor.timerID
+		tid := c.floor.newTimer()
 		c.floor.transcriptID = tid
 		c.floor.endpointTimer = c.clock.AfterFunc(c.cfg.TranscriptTimeout, func() { c.post(timerFired{id: tid}) })
 	case c.floor.transcriptID:
@@ -264,9 +171,7 @@ func (c *conductor) onTimer(id uint64) {
 }
 
 func (c *conductor) finishUserTurn() {
-	text := strings.Join(c.chat.heard.finals, " ")
-	conf := c.chat.heard.confidence
-	c.chat.heard.finals, c.chat.heard.confidence, c.chat.heard.wordsSinceSpeech = nil, 0, false
+	text, conf := c.chat.heard.take()
 	c.stopEndpoint()
 	c.chat.heard.stages.Endpoint = stamp(c.at())
 	ev := events.Event{Kind: events.UserTurn, Text: text, Reason: "speech"}
@@ -280,4 +185,96 @@ func (c *conductor) finishUserTurn() {
 		return
 	}
 	c.startTurn("user_turn", llm.ReasonUserTurn, "")
+}
+
+func (c *conductor) unpause() bool {
+	if !c.floor.paused {
+		return false
+	}
+	c.floor.paused = false
+	c.floor.pauseID = 0
+	if c.floor.pauseTimer != nil {
+		c.floor.pauseTimer.Stop()
+		c.floor.pauseTimer = nil
+	}
+	c.edges.(OutputPauser).ResumeOutput()
+	return true
+}
+
+// recentlyPlayed is what the caller may still hear as echo: the words played
+// so far of the turns in flight and of the latest turn that stopped.
+func (c *conductor) recentlyPlayed() string {
+	var b strings.Builder
+	if c.floor.lastPlayed != "" && c.clock.Now().Sub(c.floor.lastPlayedAt) <= echoMemory {
+		b.WriteString(c.floor.lastPlayed)
+	}
+	for _, t := range c.turns.live {
+		if !t.playoutDone() {
+			b.WriteByte(' ')
+			b.WriteString(c.playedText(t, c.edges.Played(t.epoch)))
+		}
+	}
+	return b.String()
+}
+
+// startEndpoint starts the silence that ends the caller's turn, of which
+// heard has passed already.
+func (c *conductor) startEndpoint(heard time.Duration) {
+	c.floor.silentSince = c.clock.Now().Add(-heard)
+	c.armEndpoint()
+}
+
+// armEndpoint (re)starts the wait for the end of the caller's turn: the
+// silence their words call for (endpointFor), counted from silentSince.
+func (c *conductor) armEndpoint() {
+	c.stopEndpoint()
+	id := c.floor.newTimer()
+	c.floor.endpointID = id
+	wait := c.floor.silentSince.Add(c.endpointFor()).Sub(c.clock.Now())
+	c.floor.endpointTimer = c.clock.AfterFunc(max(wait, 0), func() { c.post(timerFired{id: id}) })
+}
+
+func (c *conductor) stopEndpoint() {
+	if c.floor.endpointTimer != nil {
+		c.floor.endpointTimer.Stop()
+		c.floor.endpointTimer = nil
+	}
+	c.floor.endpointID = 0
+	c.floor.transcriptID = 0
+}
+
+// userBusy reports whether the caller holds the floor: speaking, in the
+// silence that may still be part of their turn, or making a sound over the
+// agent that is being judged (the output is paused on it): a follow-up
+// started then would talk over a caller who may be taking the floor.
+func (c *conductor) userBusy() bool {
+	return c.floor.userSpeaking || c.floor.paused || c.floor.endpointID != 0 || c.floor.transcriptID != 0 || len(c.chat.heard.finals) > 0
+}
+
+// played reports whether a turn that holds the floor has played some of its
+// audio: whether the caller has heard anything of the agent's to answer.
+func (c *conductor) played() bool {
+	for _, t := range c.turns.live {
+		if t.holdsFloor() && t.played {
+			return true
+		}
+	}
+	return false
+}
+
+// speaking reports whether some turn still holds the floor: its model
+// stream or its audio is still going.
+func (c *conductor) speaking() bool {
+	for _, t := range c.turns.live {
+		if t.holdsFloor() {
+			return true
+		}
+	}
+	return false
+}
+
+// newTimer numbers a new timer.
+func (f *floor) newTimer() uint64 {
+	f.timerID++
+	return f.timerID
 }

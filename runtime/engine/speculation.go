@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/holdline/holdline/events"
@@ -58,7 +57,7 @@ type earlyRun struct {
 // silence that would end their turn runs, if nothing else is going on.
 func (c *conductor) speculate() {
 	h, ok := c.edges.(OutputHolder)
-	text := strings.Join(c.chat.heard.finals, " ")
+	text := c.chat.heard.words()
 	if c.spec.cur != nil {
 		if c.spec.cur.text == text {
 			return

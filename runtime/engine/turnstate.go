@@ -45,6 +45,100 @@ type turnState struct {
 	stages events.Turn
 }
 
+func (c *conductor) interrupt(t *turnState, reason string) {
+	t.overtake(interrupted)
+	now := stamp(c.at())
+	t.stages.Interrupted = true
+	if t.stages.ModelDone == 0 {
+		t.stages.ModelDone = now
+	}
+	if t.stages.SynthDone == 0 && t.stages.FirstPhrase != 0 {
+		t.stages.SynthDone = now
+	}
+	close(t.handle.interrupted)
+	c.edges.CancelGeneration(t.epoch)
+	c.emit(events.Event{Kind: events.TurnInterrupted, Epoch: t.epoch, Reason: reason})
+
+	played := c.edges.Played(t.epoch)
+	text := c.playedText(t, played)
+	if !t.playoutDone() {
+		c.settleAssistant(t, text, true)
+		if t.assistant != nil {
+			t.assistant.item.Played = played
+		}
+		c.emit(events.Event{Kind: events.PlayoutTruncate, Epoch: t.epoch, Text: text, Played: played})
+		c.stopPlayout(t, text)
+	}
+	t.finish(modelFinished)
+	c.maybeSettle(t)
+}
+
+func (c *conductor) onModelDone(d ModelDone) {
+	t := c.liveTurn(d.Epoch)
+	if t == nil {
+		// A call from an interrupted generation never runs.
+		return
+	}
+	t.finish(modelFinished)
+	t.stages.ModelDone = stamp(c.at())
+	if d.Err != nil {
+		c.emit(events.Event{Kind: events.ProviderError, Epoch: t.epoch, Provider: "llm", Error: d.Err.Error()})
+	}
+	if t.planned.Len() > 0 || len(d.Calls) > 0 {
+		e := &entry{item: llm.Item{Kind: llm.KindMessage, Role: llm.RoleAssistant}, turn: t}
+		c.chat.entries = append(c.chat.entries, e)
+		t.assistant = e
+	}
+	for _, call := range d.Calls {
+		c.requestCall(t, call)
+	}
+	if len(t.calls) > 0 {
+		c.calls.pendingFollowUps = append(c.calls.pendingFollowUps, t)
+	}
+	if t.playoutDone() {
+		c.settleAssistant(t, c.allWords(t), false)
+		c.startDeferred(t)
+	}
+	c.maybeSettle(t)
+}
+
+// onSpeechDone: all of a turn's audio is queued. If no voice could speak
+// the end of the answer, the caller must not be left guessing: the answer
+// as requests show it from now on is what will be heard, and a system note
+// tells the model what was lost, so its next answer can say it again.
+func (c *conductor) onSpeechDone(d SpeechDone) {
+	t := c.liveTurn(d.Epoch)
+	if t == nil {
+		return
+	}
+	t.synthDone = true
+	t.stages.SynthDone = stamp(c.at())
+	if d.Err == nil {
+		return
+	}
+	c.emit(events.Event{Kind: events.ProviderError, Epoch: d.Epoch, Provider: "tts", Error: d.Err.Error(), Text: d.Unspoken})
+	if d.Unspoken == "" {
+		return
+	}
+	t.unspoken = true
+	c.chat.entries = append(c.chat.entries, &entry{item: llm.Item{Kind: llm.KindMessage, Role: llm.RoleSystem, Text: undeliveredNote(d.Unspoken)}})
+}
+
+func (c *conductor) onPlayoutFinished(epoch uint64) {
+	t := c.liveTurn(epoch)
+	if t == nil || t.playoutDone() {
+		return
+	}
+	text := c.allWords(t)
+	c.stopPlayout(t, text)
+	if t.modelDone() {
+		c.settleAssistant(t, text, false)
+	}
+	c.emit(events.Event{Kind: events.PlayoutDone, Epoch: epoch, Text: text, Played: c.edges.Played(epoch)})
+	c.startDeferred(t)
+	c.maybeSettle(t)
+}
+
 // liveTurn returns the unsettled, uninterrupted turn of epoch; anything an
 // interrupted or finished epoch still produces is stale and dropped.
 func (c *conductor) liveTurn(epoch uint64) *turnState {
@@ -168,98 +262,4 @@ func (c *conductor) emitTurnMetrics(t *turnState) {
 		m.Overhead += m.Queued - m.VoiceFirstAudio
 	}
 	c.emit(events.Event{Kind: events.TurnMetrics, Epoch: t.epoch, Turn: &m})
-}
-
-func (c *conductor) interrupt(t *turnState, reason string) {
-	t.overtake(interrupted)
-	now := stamp(c.at())
-	t.stages.Interrupted = true
-	if t.stages.ModelDone == 0 {
-		t.stages.ModelDone = now
-	}
-	if t.stages.SynthDone == 0 && t.stages.FirstPhrase != 0 {
-		t.stages.SynthDone = now
-	}
-	close(t.handle.interrupted)
-	c.edges.CancelGeneration(t.epoch)
-	c.emit(events.Event{Kind: events.TurnInterrupted, Epoch: t.epoch, Reason: reason})
-
-	played := c.edges.Played(t.epoch)
-	text := c.playedText(t, played)
-	if !t.playoutDone() {
-		c.settleAssistant(t, text, true)
-		if t.assistant != nil {
-			t.assistant.item.Played = played
-		}
-		c.emit(events.Event{Kind: events.PlayoutTruncate, Epoch: t.epoch, Text: text, Played: played})
-		c.stopPlayout(t, text)
-	}
-	t.finish(modelFinished)
-	c.maybeSettle(t)
-}
-
-func (c *conductor) onModelDone(d ModelDone) {
-	t := c.liveTurn(d.Epoch)
-	if t == nil {
-		// A call from an interrupted generation never runs.
-		return
-	}
-	t.finish(modelFinished)
-	t.stages.ModelDone = stamp(c.at())
-	if d.Err != nil {
-		c.emit(events.Event{Kind: events.ProviderError, Epoch: t.epoch, Provider: "llm", Error: d.Err.Error()})
-	}
-	if t.planned.Len() > 0 || len(d.Calls) > 0 {
-		e := &entry{item: llm.Item{Kind: llm.KindMessage, Role: llm.RoleAssistant}, turn: t}
-		c.chat.entries = append(c.chat.entries, e)
-		t.assistant = e
-	}
-	for _, call := range d.Calls {
-		c.requestCall(t, call)
-	}
-	if len(t.calls) > 0 {
-		c.calls.pendingFollowUps = append(c.calls.pendingFollowUps, t)
-	}
-	if t.playoutDone() {
-		c.settleAssistant(t, c.allWords(t), false)
-		c.startDeferred(t)
-	}
-	c.maybeSettle(t)
-}
-
-// onSpeechDone: all of a turn's audio is queued. If no voice could speak
-// the end of the answer, the caller must not be left guessing: the answer
-// as requests show it from now on is what will be heard, and a system note
-// tells the model what was lost, so its next answer can say it again.
-func (c *conductor) onSpeechDone(d SpeechDone) {
-	t := c.liveTurn(d.Epoch)
-	if t == nil {
-		return
-	}
-	t.synthDone = true
-	t.stages.SynthDone = stamp(c.at())
-	if d.Err == nil {
-		return
-	}
-	c.emit(events.Event{Kind: events.ProviderError, Epoch: d.Epoch, Provider: "tts", Error: d.Err.Error(), Text: d.Unspoken})
-	if d.Unspoken == "" {
-		return
-	}
-	t.unspoken = true
-	c.chat.entries = append(c.chat.entries, &entry{item: llm.Item{Kind: llm.KindMessage, Role: llm.RoleSystem, Text: undeliveredNote(d.Unspoken)}})
-}
-
-func (c *conductor) onPlayoutFinished(epoch uint64) {
-	t := c.liveTurn(epoch)
-	if t == nil || t.playoutDone() {
-		return
-	}
-	text := c.allWords(t)
-	c.stopPlayout(t, text)
-	if t.modelDone() {
-		c.settleAssistant(t, text, false)
-	}
-	c.emit(events.Event{Kind: events.PlayoutDone, Epoch: epoch, Text: text, Played: c.edges.Played(epoch)})
-	c.startDeferred(t)
-	c.maybeSettle(t)
 }
