@@ -56,7 +56,7 @@ func (s *Session) Ask(ctx context.Context, text string) (Reply, error) {
 	select {
 	case r := <-a.done:
 		return r.reply, r.err
-	case <-s.done:
+	case <-s.life.done:
 		select {
 		case r := <-a.done:
 			return r.reply, r.err

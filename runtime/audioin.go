@@ -44,10 +44,7 @@ type audioInput struct {
 	aec engine.EchoCanceller
 	tap *echoTap
 
-	// pending gathers caller audio into the canceller's frame size;
-	// clean receives the result.
-	pending, clean []int16
-	frames         int
+	frame aecFrame
 
 	// agentNow is what the agent's output was doing in the last frame
 	// judged (a vad.Agent), for the transcript relay.
@@ -71,6 +68,13 @@ type audioInput struct {
 	stream stt.Stream
 }
 
+// aecFrame gathers caller audio into the echo canceller's frame size.
+type aecFrame struct {
+	// pending gathers the audio; clean receives the result.
+	pending, clean []int16
+	count          int // frames cancelled
+}
+
 func newAudioInput(s *Session, cfg engine.InputConfig, aec engine.EchoCanceller, tap *echoTap) (*audioInput, error) {
 	det := cfg.Detector
 	if det == nil {
@@ -79,7 +83,7 @@ func newAudioInput(s *Session, cfg engine.InputConfig, aec engine.EchoCanceller,
 	a := &audioInput{s: s, det: det, cfg: cfg, aec: aec, tap: tap, judged: engine.NewInputJudge(cfg)}
 	if aec != nil {
 		n := aec.FrameSize()
-		a.pending, a.clean = make([]int16, 0, n), make([]int16, n)
+		a.frame.pending, a.frame.clean = make([]int16, 0, n), make([]int16, n)
 	}
 	return a, nil
 }
@@ -195,7 +199,7 @@ func (a *audioInput) agent(cancelled bool) vad.Agent {
 	} else {
 		audible = a.tap.audibleWithin(a.judged.EchoTail())
 	}
-	return a.judged.Agent(audible, a.s.agentTurn.Load(), a.s.agentPlayed.Load())
+	return a.judged.Agent(audible, a.s.floor.speaking.Load(), a.s.floor.played.Load())
 }
 
 func (a *audioInput) push(ctx context.Context, f media.Frame) error {
@@ -204,17 +208,17 @@ func (a *audioInput) push(ctx context.Context, f media.Frame) error {
 	}
 	s := f.Samples
 	for len(s) > 0 {
-		n := min(cap(a.pending)-len(a.pending), len(s))
-		a.pending = append(a.pending, s[:n]...)
+		n := min(cap(a.frame.pending)-len(a.frame.pending), len(s))
+		a.frame.pending = append(a.frame.pending, s[:n]...)
 		s = s[n:]
-		if len(a.pending) < cap(a.pending) {
+		if len(a.frame.pending) < cap(a.frame.pending) {
 			break
 		}
-		if err := a.aec.Process(a.pending, a.clean); err != nil {
+		if err := a.aec.Process(a.frame.pending, a.frame.clean); err != nil {
 			return fmt.Errorf("runtime: echo cancellation: %w", err)
 		}
-		a.pending = a.pending[:0]
-		if a.frames++; a.frames%25 == 0 {
+		a.frame.pending = a.frame.pending[:0]
+		if a.frame.count++; a.frame.count%25 == 0 {
 			if d, ok := a.aec.Delay(); ok {
 				a.mu.Lock()
 				a.judged.SetEchoTail(d + echoTailMargin)
@@ -224,7 +228,7 @@ func (a *audioInput) push(ctx context.Context, f media.Frame) error {
 				return err
 			}
 		}
-		if err := a.judge(ctx, media.Frame{Samples: a.clean, SampleRate: f.SampleRate}, true); err != nil {
+		if err := a.judge(ctx, media.Frame{Samples: a.frame.clean, SampleRate: f.SampleRate}, true); err != nil {
 			return err
 		}
 	}

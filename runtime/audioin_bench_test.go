@@ -62,18 +62,18 @@ func benchCallerAudio(b *testing.B, vadName string, rate int) {
 		defer s.Close()
 		det = s
 	}
-	s := &Session{mailbox: make(chan any, 64), done: make(chan struct{})}
-	defer close(s.done)
+	s := &Session{mailbox: make(chan any, 64), life: lifecycle{done: make(chan struct{})}}
+	defer close(s.life.done)
 	go func() {
 		for {
 			select {
 			case <-s.mailbox:
-			case <-s.done:
+			case <-s.life.done:
 				return
 			}
 		}
 	}()
-	s.agentTurn.Store(true)
+	s.floor.speaking.Store(true)
 	tap, err := newEchoTap(media.SinkFunc(func(media.Frame) error { return nil }), canceller, engine.WallClock(), rate, rate)
 	if err != nil {
 		b.Fatal(err)

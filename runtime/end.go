@@ -31,7 +31,7 @@ type endRequest struct {
 // recorded as succeeded, because ending the call is what it did.
 func (s *Session) End(ctx context.Context, reason string) error {
 	select {
-	case <-s.stopped:
+	case <-s.life.stopped:
 		return ErrSessionClosed
 	default:
 	}
@@ -53,9 +53,9 @@ func (s *Session) End(ctx context.Context, reason string) error {
 		return fmt.Errorf("%w: end: %w", ErrWaitTimeout, err)
 	}
 	select {
-	case <-s.stopped:
+	case <-s.life.stopped:
 		return nil
-	case <-s.done:
+	case <-s.life.done:
 		// Run returned without stopping the loop: it never started.
 		return s.stoppedOr(ErrSessionClosed)
 	case <-ctx.Done():
@@ -68,7 +68,7 @@ func (s *Session) End(ctx context.Context, reason string) error {
 // stoppedOr returns nil if the session has stopped, else err.
 func (s *Session) stoppedOr(err error) error {
 	select {
-	case <-s.stopped:
+	case <-s.life.stopped:
 		return nil
 	default:
 		return err

@@ -113,7 +113,7 @@ func (s *Session) Handoff(ctx context.Context, to *Agent, opts ...HandoffOption)
 	}
 	select {
 	case <-done:
-	case <-s.done:
+	case <-s.life.done:
 		return ErrSessionClosed
 	case <-ctx.Done():
 		return ctx.Err()

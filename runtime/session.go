@@ -223,22 +223,14 @@ type Session struct {
 	// mailbox holds the core's inputs (engine.Input) and the session's own
 	// requests (query, askRequest, endRequest, handoffRequest), in order.
 	mailbox chan any
-	done    chan struct{}
-	// stopped is closed once Run has stopped taking inputs: the session
-	// has ended (session_ended is out), though Run may still be winding
-	// its edges down. End waits for it, which a tool may do: Run waits
-	// for the tools only after.
-	stopped chan struct{}
+	life    lifecycle
 	core    *engine.Core
 	edges   *liveEdges
 	player  *media.Player
 	in      *audioInput
-	running atomic.Bool
-	// agentTurn: a turn of the agent's holds the floor (see
-	// engine.Core.Speaking), as of the last input the core handled.
-	agentTurn atomic.Bool
-	// agentPlayed: that turn has played some of its audio.
-	agentPlayed atomic.Bool
+	// floor is the agent's hold on it, as of the last input the core
+	// handled, for the caller-audio path, which runs on its own goroutine.
+	floor agentFloor
 	// ownAEC: the session made the echo canceller and closes it.
 	ownAEC engine.EchoCanceller
 	// sinkSubs feed the event sinks (WithEventSink), one each, subscribed
@@ -246,6 +238,27 @@ type Session struct {
 	sinkSubs []*events.Subscription
 	// asks are the Asks under way (conductor goroutine only).
 	asks []*askRequest
+}
+
+// lifecycle is where a session is in its life.
+type lifecycle struct {
+	running atomic.Bool
+	// done is closed when the session is over.
+	done chan struct{}
+	// stopped is closed once Run has stopped taking inputs: the session
+	// has ended (session_ended is out), though Run may still be winding
+	// its edges down. End waits for it, which a tool may do: Run waits
+	// for the tools only after.
+	stopped chan struct{}
+}
+
+// agentFloor mirrors the core's view of the agent's hold on the floor.
+type agentFloor struct {
+	// speaking: a turn of the agent's holds the floor (see
+	// engine.Core.Speaking).
+	speaking atomic.Bool
+	// played: that turn has played some of its audio.
+	played atomic.Bool
 }
 
 // echoCanceller returns the configured canceller, or makes the default one.
@@ -298,18 +311,17 @@ func New(agent *Agent, opts ...Option) (*Session, error) {
 		agent:   agent,
 		bus:     events.NewBus(),
 		mailbox: make(chan any, cfg.Mailbox),
-		done:    make(chan struct{}),
-		stopped: make(chan struct{}),
+		life:    lifecycle{done: make(chan struct{}), stopped: make(chan struct{})},
 	}
 	canceller, err := s.echoCanceller()
 	if err != nil {
 		return nil, err
 	}
 	tap, err := newEchoTap(cfg.Output, canceller, cfg.Clock, cfg.OutputRate, cfg.Input.Rate)
-	tap.continuous = cfg.ContinuousOutput
 	if err != nil {
 		return nil, fmt.Errorf("runtime: echo reference: %w", err)
 	}
+	tap.continuous = cfg.ContinuousOutput
 	var remote []media.PlayerOption
 	// A line whose far end buffers (a carrier's media stream) says what
 	// was played, and drops what it holds on a barge-in.
@@ -385,10 +397,10 @@ func (s *Session) Subscribe(n int) *events.Subscription { return s.bus.Subscribe
 // Run runs the session until ctx ends or End ends it, and returns nil
 // when either did. A session runs once.
 func (s *Session) Run(ctx context.Context) error {
-	if !s.running.CompareAndSwap(false, true) {
+	if !s.life.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
-	defer close(s.done)
+	defer close(s.life.done)
 	// The sinks see every event, session_ended last: they are waited
 	// for once the bus is closed (defers run last first), but not for
 	// longer than sinkDrain, so that a sink that hangs cannot keep the
@@ -466,13 +478,13 @@ loop:
 			s.take(msg)
 			// The caller-audio path reads this without asking the
 			// core: a turn under way is what speech interrupts.
-			s.agentTurn.Store(core.Speaking())
-			s.agentPlayed.Store(core.Played())
+			s.floor.speaking.Store(core.Speaking())
+			s.floor.played.Store(core.Played())
 		}
 	}
 	core.Emit(events.Event{Kind: events.SessionEnded, Epoch: core.Epoch(), Reason: reason})
 	s.closeAsks()
-	close(s.stopped)
+	close(s.life.stopped)
 	cancel()
 	if reason != "" {
 		for _, hangup := range s.cfg.Hangups {
@@ -593,7 +605,7 @@ func journalRecords(ctx context.Context, j tools.Journal, session string) ([]too
 func (s *Session) post(in engine.Input) {
 	select {
 	case s.mailbox <- in:
-	case <-s.done:
+	case <-s.life.done:
 	}
 }
 
@@ -603,7 +615,7 @@ func (s *Session) send(ctx context.Context, msg any) error {
 	select {
 	case s.mailbox <- msg:
 		return nil
-	case <-s.done:
+	case <-s.life.done:
 		return ErrSessionClosed
 	case <-ctx.Done():
 		return ctx.Err()
@@ -688,7 +700,7 @@ func onCore[T any](ctx context.Context, s *Session, fn func(*engine.Core) T) (T,
 	select {
 	case v := <-out:
 		return v, nil
-	case <-s.done:
+	case <-s.life.done:
 		return zero, ErrSessionClosed
 	case <-ctx.Done():
 		return zero, ctx.Err()

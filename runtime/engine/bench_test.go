@@ -43,7 +43,7 @@ func BenchmarkConductorEvents(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		c.handle(UserText{Text: "hi"})
-		e := c.epoch
+		e := c.turns.epoch
 		for range 20 {
 			c.handle(ModelText{Epoch: e, Text: "word "})
 		}
@@ -51,7 +51,7 @@ func BenchmarkConductorEvents(b *testing.B) {
 		c.handle(ModelDone{Epoch: e})
 		c.handle(PlayoutFinished{Epoch: e})
 		if i%64 == 0 {
-			c.chat = c.chat[:0] // keep the context from growing without bound
+			c.chat.entries = c.chat.entries[:0] // keep the context from growing without bound
 		}
 	}
 	b.StopTimer()
@@ -75,15 +75,15 @@ func BenchmarkToolCallCore(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		c.handle(UserText{Text: "look"})
-		e := c.epoch
+		e := c.turns.epoch
 		c.handle(ModelDone{Epoch: e, Calls: call})
 		c.handle(SpeechDone{Epoch: e})
 		c.handle(PlayoutFinished{Epoch: e})
-		c.handle(ToolOutcome{CallID: fmt.Sprintf("call_bench_%d", c.ncall), State: tools.StateSucceeded, Output: "ok"})
-		f := c.epoch
+		c.handle(ToolOutcome{CallID: fmt.Sprintf("call_bench_%d", c.calls.n), State: tools.StateSucceeded, Output: "ok"})
+		f := c.turns.epoch
 		c.handle(ModelDone{Epoch: f})
 		c.handle(PlayoutFinished{Epoch: f})
-		c.chat = c.chat[:0] // rendering a long context is measured elsewhere
+		c.chat.entries = c.chat.entries[:0] // rendering a long context is measured elsewhere
 
 	}
 	b.StopTimer()

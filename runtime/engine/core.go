@@ -75,19 +75,14 @@ func NewCore(agent Agent, edges Edges, post func(Input), publish func(events.Eve
 	}
 	cfg = cfg.withDefaults()
 	return &Core{c: &conductor{
-		id:       cfg.ID,
-		agent:    agent,
-		toolset:  set,
-		textOnly: cfg.TextOnly,
-		clock:    cfg.Clock,
-		start:    cfg.Clock.Now(),
-		edges:    edges,
-		publish:  publish,
-		post:     post,
-		log:      cfg.Logger.With("session", cfg.ID),
-		cfg:      cfg,
-		ledger:   tools.NewLedger(cfg.ID),
-		calls:    map[string]*callState{},
+		cfg:     cfg,
+		agent:   agentOn{agent, set},
+		clock:   sessionClock{cfg.Clock, cfg.Clock.Now()},
+		edges:   edges,
+		publish: publish,
+		post:    post,
+		log:     cfg.Logger.With("session", cfg.ID),
+		calls:   toolCalls{ledger: tools.NewLedger(cfg.ID), byID: map[string]*callState{}},
 	}}, nil
 }
 
@@ -100,7 +95,7 @@ func NewID() string {
 
 // Start marks the session's start: event times count from here.
 func (k *Core) Start() {
-	k.c.start = k.c.clock.Now()
+	k.c.clock.start = k.c.clock.Now()
 	k.c.emit(events.Event{Kind: events.SessionStarted, Text: k.c.agent.Name})
 }
 
@@ -116,16 +111,16 @@ func (k *Core) Handle(in Input) {
 func (k *Core) Emit(e events.Event) { k.c.emit(e) }
 
 // ID is the session id.
-func (k *Core) ID() string { return k.c.id }
+func (k *Core) ID() string { return k.c.cfg.ID }
 
 // Epoch is the latest turn's epoch.
-func (k *Core) Epoch() uint64 { return k.c.epoch }
+func (k *Core) Epoch() uint64 { return k.c.turns.epoch }
 
 // ChatContext returns the chat context as it stands.
 func (k *Core) ChatContext() llm.ChatContext { return k.c.context() }
 
 // Calls returns the ledger's record of every call, in request order.
-func (k *Core) Calls() []tools.Call { return k.c.ledger.Calls() }
+func (k *Core) Calls() []tools.Call { return k.c.calls.ledger.Calls() }
 
 // Idle reports whether the agent has nothing in flight and nothing to do
 // until the user acts.
@@ -133,7 +128,7 @@ func (k *Core) Idle() bool { return k.c.idleNow() }
 
 // Restore adds mutations whose intent was journaled without an outcome:
 // their outcome is unknown, and a repeat is reconciled, never run blindly.
-func (k *Core) Restore(records []tools.Record) { k.c.ledger.Restore(records) }
+func (k *Core) Restore(records []tools.Record) { k.c.calls.ledger.Restore(records) }
 
 // RestoreState rebuilds the core from st, settling the calls it left
 // unfinished by the journal's records (tools.Settle). Call it before the
@@ -145,14 +140,14 @@ func (k *Core) State() State { return k.c.state() }
 
 // SetUserData stores v, JSON, under key with the session's state.
 func (k *Core) SetUserData(key string, v json.RawMessage) {
-	if k.c.userData == nil {
-		k.c.userData = map[string]json.RawMessage{}
+	if k.c.chat.userData == nil {
+		k.c.chat.userData = map[string]json.RawMessage{}
 	}
-	k.c.userData[key] = slices.Clone(v)
+	k.c.chat.userData[key] = slices.Clone(v)
 }
 
 // UserData returns a copy of what is stored under key, nil if nothing.
-func (k *Core) UserData(key string) json.RawMessage { return slices.Clone(k.c.userData[key]) }
+func (k *Core) UserData(key string) json.RawMessage { return slices.Clone(k.c.chat.userData[key]) }
 
 // Speaking reports whether a turn of the agent's holds the floor: what
 // speech from the caller interrupts (InputJudge.Agent's turn).
@@ -171,8 +166,8 @@ func (k *Core) RecentlyPlayed() string { return k.c.recentlyPlayed() }
 // so far (a zero Caption when nothing plays), for live captions.
 func (k *Core) NowPlaying() Caption {
 	c := k.c
-	for _, t := range c.turns {
-		if !t.interrupted && !t.playoutDone {
+	for _, t := range c.turns.live {
+		if !t.wasCut() && !t.playoutDone() {
 			return Caption{Epoch: t.epoch, Text: c.playedText(t, c.edges.Played(t.epoch))}
 		}
 	}
@@ -185,7 +180,7 @@ func (k *Core) NowPlaying() Caption {
 // of the model. A call that is not running, or "", changes nothing.
 func (k *Core) EndedBy(callID, reason string) {
 	c := k.c
-	if cs := c.calls[callID]; callID != "" && cs != nil && !cs.rec.State.Terminal() {
+	if cs := c.calls.byID[callID]; callID != "" && cs != nil && !cs.rec.State.Terminal() {
 		c.finishCall(cs, tools.Outcome{State: tools.StateSucceeded, Output: "the call has ended: " + reason}, "ended_the_call")
 	}
 }

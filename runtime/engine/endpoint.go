@@ -14,10 +14,10 @@ func (c *conductor) endpointRanged() bool { return c.cfg.EndpointingMax > 0 }
 // so far call for it: the words of the utterance that just ended, if the
 // recogniser has given them.
 func (c *conductor) endpointFor() time.Duration {
-	if !c.wordsSinceSpeech {
+	if !c.chat.heard.wordsSinceSpeech {
 		return c.cfg.Endpointing
 	}
-	return c.cfg.EndpointFor(strings.Join(c.userFinals, " "), c.agent.Phrases)
+	return c.cfg.EndpointFor(c.chat.heard.words(), c.agent.Phrases)
 }
 
 // EndpointFor is the silence that ends a caller's turn whose words are text,

@@ -29,7 +29,7 @@ type Answer struct {
 // handling the input that the exchange answers, so that nothing the agent
 // does in answer can be missed.
 func (k *Core) Follow() *Exchange {
-	ex := &Exchange{from: k.c.epoch + 1, c: k.c}
+	ex := &Exchange{from: k.c.turns.epoch + 1, c: k.c}
 	k.c.exchanges = append(k.c.exchanges, ex)
 	return ex
 }
@@ -47,11 +47,11 @@ func (ex *Exchange) Answer() Answer {
 	for _, t := range ex.turns {
 		said = appendText(said, t.planned.String())
 		played := t.handle.PlayedText()
-		if !t.playoutDone {
+		if !t.playoutDone() {
 			played = c.playedText(t, c.edges.Played(t.epoch))
 		}
 		heard = appendText(heard, played)
-		r.Interrupted = r.Interrupted || t.interrupted
+		r.Interrupted = r.Interrupted || t.wasCut()
 		for _, cs := range t.calls {
 			r.Calls = append(r.Calls, copyCall(cs.rec))
 		}
@@ -69,13 +69,13 @@ func (c *conductor) follow() {
 	// A turn starts in one input and settles in a later one, so looking
 	// at the turns after every input sees each of them.
 	for _, ex := range c.exchanges {
-		for _, t := range c.turns {
+		for _, t := range c.turns.live {
 			if t.epoch >= ex.from && (len(ex.turns) == 0 || t.epoch > ex.turns[len(ex.turns)-1].epoch) {
 				ex.turns = append(ex.turns, t)
 			}
 		}
 	}
-	if c.idle {
+	if c.link.idle {
 		for _, ex := range c.exchanges {
 			ex.done = true
 		}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/holdline/holdline/events"
@@ -41,6 +40,13 @@ type speculation struct {
 	early map[string]*earlyRun
 }
 
+// speculating is the speculative answer under way, if any, and the early
+// reads of the last one used, until the ledger takes them over.
+type speculating struct {
+	cur   *speculation
+	adopt map[string]*earlyRun
+}
+
 // earlyRun is a speculative read's body running before its turn is
 // committed. Its outcome waits here until the call is in the ledger.
 type earlyRun struct {
@@ -51,25 +57,25 @@ type earlyRun struct {
 // silence that would end their turn runs, if nothing else is going on.
 func (c *conductor) speculate() {
 	h, ok := c.edges.(OutputHolder)
-	text := strings.Join(c.userFinals, " ")
-	if c.spec != nil {
-		if c.spec.text == text {
+	text := c.chat.heard.words()
+	if c.spec.cur != nil {
+		if c.spec.cur.text == text {
 			return
 		}
 		c.discardSpeculation("more_words")
 	}
-	if !ok || c.cfg.NoSpeculation || len(c.userFinals) == 0 || c.userSpeaking || c.endpointID == 0 || c.transcriptID != 0 ||
-		c.paused || c.transportDown || c.speaking() {
+	if !ok || c.cfg.NoSpeculation || len(c.chat.heard.finals) == 0 || c.floor.userSpeaking || c.floor.endpointID == 0 || c.floor.transcriptID != 0 ||
+		c.floor.paused || c.link.transportDown || c.speaking() {
 		return
 	}
-	c.epoch++
-	s := &speculation{epoch: c.epoch, handle: newTurn(c.epoch), text: text, started: c.clock.Now()}
+	c.turns.epoch++
+	s := &speculation{epoch: c.turns.epoch, handle: newTurn(c.turns.epoch), text: text, started: c.clock.Now()}
 	// The request as the turn's would be, with the caller's words last;
 	// nothing is marked as shown until the answer is used.
-	s.items = append(c.render(true, false), c.userItem(text, c.userConfidence))
+	s.items = append(c.render(true, false), c.userItem(text, c.chat.heard.confidence))
 	req := llm.Request{Instructions: c.agent.Instructions, Context: llm.ChatContext{Items: s.items},
-		Tools: c.toolset.Specs(), Reason: llm.ReasonUserTurn, New: unchangedPrefix(c.sent, s.items)}
-	c.spec = s
+		Tools: c.agent.tools.Specs(), Reason: llm.ReasonUserTurn, New: unchangedPrefix(c.chat.sent, s.items)}
+	c.spec.cur = s
 	c.emit(events.Event{Kind: events.SpeculationStarted, Epoch: s.epoch, Text: text, Count: len(s.items)})
 	h.HoldOutput(s.epoch)
 	c.edges.StartGeneration(s.epoch, req)
@@ -78,7 +84,7 @@ func (c *conductor) speculate() {
 // captured keeps what the edges report for the speculative answer until
 // it is used or discarded; it reports whether in was kept.
 func (c *conductor) captured(in Input) bool {
-	s := c.spec
+	s := c.spec.cur
 	if s == nil {
 		return false
 	}
@@ -128,14 +134,14 @@ func (c *conductor) startEarly(s *speculation, calls []llm.ToolCall) {
 	for i := range calls {
 		call := &calls[i]
 		if call.ID == "" {
-			c.ncall++
-			call.ID = fmt.Sprintf("call_%s_%d", c.id, c.ncall)
+			c.calls.n++
+			call.ID = fmt.Sprintf("call_%s_%d", c.cfg.ID, c.calls.n)
 		}
-		if _, dup := c.ledger.Get(call.ID); dup {
-			c.ncall++
-			call.ID = fmt.Sprintf("%s_%d", call.ID, c.ncall)
+		if _, dup := c.calls.ledger.Get(call.ID); dup {
+			c.calls.n++
+			call.ID = fmt.Sprintf("%s_%d", call.ID, c.calls.n)
 		}
-		tool, ok := c.toolset.Lookup(call.Name)
+		tool, ok := c.agent.tools.Lookup(call.Name)
 		if !ok || !tool.Speculative() || tool.Validate(call.Arguments) != nil {
 			continue
 		}
@@ -151,7 +157,7 @@ func (c *conductor) startEarly(s *speculation, calls []llm.ToolCall) {
 // caller's words, just committed, if it answered the same words with the
 // context as it now stands; it reports whether it did.
 func (c *conductor) useSpeculation(text string) bool {
-	s := c.spec
+	s := c.spec.cur
 	if s == nil {
 		return false
 	}
@@ -163,18 +169,18 @@ func (c *conductor) useSpeculation(text string) bool {
 		c.discardSpeculation("changed_context")
 		return false
 	}
-	c.spec = nil
-	c.sent = c.render(true, true) // marks what the request showed
+	c.spec.cur = nil
+	c.chat.sent = c.render(true, true) // marks what the request showed
 	t := &turnState{handle: s.handle, epoch: s.epoch}
-	t.stages, c.userStages = c.userStages, events.Turn{}
+	t.stages, c.chat.heard.stages = c.chat.heard.stages, events.Turn{}
 	t.stages.Agent = c.agent.Name
-	c.turns = append(c.turns, t)
+	c.turns.live = append(c.turns.live, t)
 	c.emit(events.Event{Kind: events.SpeculationUsed, Epoch: s.epoch, Delay: c.clock.Now().Sub(s.started)})
 	c.emit(events.Event{Kind: events.TurnStarted, Epoch: t.epoch})
 	c.emit(events.Event{Kind: events.InferenceSent, Epoch: t.epoch, Count: len(s.items), Reason: "user_turn"})
 	c.edges.(OutputHolder).ReleaseOutput(s.epoch)
-	c.adopt = s.early
-	c.idle = false
+	c.spec.adopt = s.early
+	c.link.idle = false
 	for _, in := range s.inputs {
 		c.handle(in)
 	}
@@ -185,11 +191,11 @@ func (c *conductor) useSpeculation(text string) bool {
 // stream and synthesis stop, its held audio goes, its early reads are
 // cancelled and their outcomes ignored.
 func (c *conductor) discardSpeculation(reason string) {
-	s := c.spec
+	s := c.spec.cur
 	if s == nil {
 		return
 	}
-	c.spec = nil
+	c.spec.cur = nil
 	c.edges.CancelGeneration(s.epoch)
 	c.edges.FlushOutput(s.epoch)
 	for _, id := range slices.Sorted(maps.Keys(s.early)) {
@@ -197,10 +203,10 @@ func (c *conductor) discardSpeculation(reason string) {
 			c.edges.CancelTool(id)
 		}
 	}
-	if c.agentEpoch == s.epoch-1 {
+	if c.turns.agentEpoch == s.epoch-1 {
 		// No turn has been taken since the agent took over: a reply asked
 		// for now is still its greeting.
-		c.agentEpoch = s.epoch
+		c.turns.agentEpoch = s.epoch
 	}
 	c.emit(events.Event{Kind: events.SpeculationDiscarded, Epoch: s.epoch, Reason: reason})
 }
@@ -209,12 +215,12 @@ func (c *conductor) discardSpeculation(reason string) {
 // is in the ledger now, and its outcome, if in, is taken at once. It
 // reports whether cs was one.
 func (c *conductor) adopted(cs *callState) bool {
-	r := c.adopt[cs.id()]
+	r := c.spec.adopt[cs.id()]
 	if r == nil {
 		return false
 	}
-	delete(c.adopt, cs.id())
-	c.ledger.Start(cs.id())
+	delete(c.spec.adopt, cs.id())
+	c.calls.ledger.Start(cs.id())
 	c.emit(events.Event{Kind: events.ToolStarted, Epoch: cs.turn.epoch, CallID: cs.id(), Tool: cs.rec.Tool, Reason: "speculative"})
 	if r.outcome != nil {
 		c.onToolOutcome(*r.outcome)

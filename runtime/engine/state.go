@@ -54,25 +54,25 @@ var checkpointKinds = map[events.Kind]bool{
 
 func (c *conductor) onCheckpointDone(r CheckpointDone) {
 	switch {
-	case r.Err != nil && !c.checkpointFailing:
-		c.checkpointFailing = true
-		c.emit(events.Event{Kind: events.CheckpointFailed, Epoch: c.epoch, Error: r.Err.Error()})
+	case r.Err != nil && !c.link.checkpointFailing:
+		c.link.checkpointFailing = true
+		c.emit(events.Event{Kind: events.CheckpointFailed, Epoch: c.turns.epoch, Error: r.Err.Error()})
 	case r.Err == nil:
 		reason := ""
-		if c.checkpointFailing {
-			c.checkpointFailing, reason = false, "recovered"
+		if c.link.checkpointFailing {
+			c.link.checkpointFailing, reason = false, "recovered"
 		}
-		c.emit(events.Event{Kind: events.CheckpointSaved, Epoch: c.epoch, Reason: reason, Count: int(r.Seq)})
+		c.emit(events.Event{Kind: events.CheckpointSaved, Epoch: c.turns.epoch, Reason: reason, Count: int(r.Seq)})
 	}
 }
 
 // state captures the conductor's state. Only its goroutine calls it.
 func (c *conductor) state() State {
 	st := State{
-		SessionID: c.id, Agent: c.agent.Name, Epoch: c.epoch, NextCall: c.ncall,
-		Calls: c.ledger.Calls(), UserData: maps.Clone(c.userData), Seq: c.seq,
+		SessionID: c.cfg.ID, Agent: c.agent.Name, Epoch: c.turns.epoch, NextCall: c.calls.n,
+		Calls: c.calls.ledger.Calls(), UserData: maps.Clone(c.chat.userData), Seq: c.seq,
 	}
-	for _, e := range c.chat {
+	for _, e := range c.chat.entries {
 		if e.drop {
 			continue
 		}
@@ -81,7 +81,7 @@ func (c *conductor) state() State {
 			// Still playing: what the caller has heard so far.
 			played := c.edges.Played(t.epoch)
 			it.Text = c.playedText(t, played)
-			if !t.playoutDone || t.interrupted {
+			if !t.playoutDone() || t.wasCut() {
 				it.Interrupted, it.Played = true, played
 			}
 			if it.Text == "" {
@@ -99,32 +99,32 @@ func (c *conductor) state() State {
 func (c *conductor) restoreState(st State, journal []tools.Record) {
 	// The session's events go on numbering from where they were: one
 	// stream across workers, as its clients see it.
-	c.epoch, c.ncall, c.seq = st.Epoch, st.NextCall, st.Seq
-	c.userData = maps.Clone(st.UserData)
+	c.turns.epoch, c.calls.n, c.seq = st.Epoch, st.NextCall, st.Seq
+	c.chat.userData = maps.Clone(st.UserData)
 	settled := make([]tools.Call, len(st.Calls))
 	for i, call := range st.Calls {
 		settled[i] = tools.Settle(call, journal)
 	}
-	c.ledger.Load(settled)
+	c.calls.ledger.Load(settled)
 	for _, it := range st.Chat {
 		switch it.Kind {
 		case llm.KindToolResult:
 			continue // results come from the ledger
 		case llm.KindToolCall:
-			rec, ok := c.ledger.Get(it.CallID)
+			rec, ok := c.calls.ledger.Get(it.CallID)
 			if !ok {
 				continue // a call the ledger never had: not shown
 			}
-			tool, _ := c.toolset.Lookup(rec.Tool)
+			tool, _ := c.agent.tools.Lookup(rec.Tool)
 			cs := &callState{rec: rec, tool: tool}
 			// Settled here if it was not: the result enters the context
 			// now and the model sees it with its next request, which the
 			// application asks for (it owes no inference of its own).
-			c.ledger.Commit(rec.ID)
-			c.calls[rec.ID] = cs
-			c.chat = append(c.chat, &entry{item: it, call: cs})
+			c.calls.ledger.Commit(rec.ID)
+			c.calls.byID[rec.ID] = cs
+			c.chat.entries = append(c.chat.entries, &entry{item: it, call: cs})
 		default:
-			c.chat = append(c.chat, &entry{item: it})
+			c.chat.entries = append(c.chat.entries, &entry{item: it})
 		}
 	}
 }
