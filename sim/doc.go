@@ -80,7 +80,8 @@
 // tool_late_outcome and tool_committed; none or present for echo_path;
 // other kinds carry none) and the reason, for the kinds whose reasons are
 // a closed set (the core's and the arbiter's words; session_ended and
-// handoff, whose reasons are open, are not checked). A wrong name is a
+// handoff, whose reasons are open, are not checked), and the tool, which
+// must be one the agent has or the model calls. A wrong name is a
 // *ParseError wrapping ErrUnknownName, with the line and, when one is
 // close, the nearest valid name. JSONSchema (holdline simulate --schema)
 // is the format as a JSON Schema, made from the same tables, for editors.

@@ -178,7 +178,7 @@ var (
 		{key: "within", value: scnDuration(false)},
 		{key: "after", value: scnPattern(`^(|start|user\.(0|[1-9][0-9]*)|fault\.(0|[1-9][0-9]*))$`)},
 		{key: "tool", value: scnText},
-		{key: "state", value: scnText},
+		{key: "state", value: scnEventState},
 		{key: "reason", value: scnText},
 		{key: "count", value: scnInteger(new(int64))},
 	}
@@ -216,11 +216,9 @@ func scnSchema() *jsonschema.Schema {
 	return s
 }
 
-// scnEventExpectSchema is an expect.events entry: its kind is one of the
-// event kinds, and its state and reason are among those of its kind where
-// the kind's are a closed set.
-func scnEventExpectSchema() *jsonschema.Schema {
-	s := scnEventShape.schema()
+// scnEventState is any state an event carries; which of them a kind
+// carries, scnEventExpectSchema says.
+func scnEventState() *jsonschema.Schema {
 	var states []string
 	for _, k := range events.Kinds() {
 		for _, st := range scnEventStates[k] {
@@ -229,7 +227,14 @@ func scnEventExpectSchema() *jsonschema.Schema {
 			}
 		}
 	}
-	s.Properties["state"] = scnEnum(states)()
+	return scnEnum(states)()
+}
+
+// scnEventExpectSchema is an expect.events entry: its kind is one of the
+// event kinds, and its state and reason are among those of its kind where
+// the kind's are a closed set.
+func scnEventExpectSchema() *jsonschema.Schema {
+	s := scnEventShape.schema()
 	for _, k := range events.Kinds() {
 		then := &jsonschema.Schema{Properties: map[string]*jsonschema.Schema{"state": scnNever()}}
 		if st, ok := scnEventStates[k]; ok {
@@ -239,14 +244,15 @@ func scnEventExpectSchema() *jsonschema.Schema {
 			then.Properties["reason"] = scnEnum(rs)()
 		}
 		s.AllOf = append(s.AllOf, &jsonschema.Schema{
-			If:   &jsonschema.Schema{Properties: map[string]*jsonschema.Schema{"kind": {Const: scnAnyOf(string(k))}}, Required: []string{"kind"}},
+			If:   &jsonschema.Schema{Properties: map[string]*jsonschema.Schema{"kind": {Const: scnConst(string(k))}}, Required: []string{"kind"}},
 			Then: then,
 		})
 	}
 	return s
 }
 
-func scnAnyOf(v any) *any { return &v }
+// scnConst is v as a schema's const.
+func scnConst(v any) *any { return &v }
 
 // The schemas of the values. They follow the parser's decoders: str takes
 // any scalar, a duration is time.ParseDuration's text (or a bare 0), and
@@ -266,7 +272,7 @@ func scnDuration(positive bool) func() *jsonschema.Schema {
 			return text
 		}
 		text.Pattern = `^\+?(0|` + scnDurationPattern + `)$`
-		return &jsonschema.Schema{AnyOf: []*jsonschema.Schema{text, {Const: scnAnyOf(0)}}}
+		return &jsonschema.Schema{AnyOf: []*jsonschema.Schema{text, {Const: scnConst(0)}}}
 	}
 }
 
@@ -295,7 +301,7 @@ func scnEnum(names []string) func() *jsonschema.Schema {
 func scnBool() *jsonschema.Schema { return &jsonschema.Schema{Type: "boolean"} }
 
 // scnAlways is a check that cannot be turned off: only true.
-func scnAlways() *jsonschema.Schema { return &jsonschema.Schema{Const: scnAnyOf(true)} }
+func scnAlways() *jsonschema.Schema { return &jsonschema.Schema{Const: scnConst(true)} }
 
 func scnInteger(min *int64) func() *jsonschema.Schema {
 	return func() *jsonschema.Schema {

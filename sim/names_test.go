@@ -15,39 +15,49 @@ import (
 	"github.com/holdline/holdline/events"
 )
 
-// TestScenarioRefusesMisspelledNames loads files each with one name that
-// is misspelled or cannot occur, and checks the one message each gets: the
-// file, the line, the key and, where a valid name is close, that name.
+// scnRefused are the files of testdata/refused, each with one name that is
+// misspelled or cannot occur, and the message Load gives it after the file
+// name: the line, the key and, where a valid name is close, that name.
+// wholeFile: only the whole file tells the name is wrong, which the
+// schema cannot.
+var scnRefused = []struct {
+	file, want string
+	wholeFile  bool
+}{
+	{"kind-missing-letters.yaml",
+		`15: expect.events.0.kind: unknown event kind "barge_in_confirm"; did you mean "barge_in_confirmed"?`, false},
+	{"kind-wrong-word.yaml",
+		`15: expect.events.0.kind: unknown event kind "tool_terminated"; did you mean "tool_terminal"?`, false},
+	{"state-misspelled.yaml",
+		`15: expect.events.0.state: tool_terminal has no state "succeded"; did you mean "succeeded"? (its states: succeeded, failed, cancelled, timed_out, unknown)`, false},
+	{"state-us-spelling.yaml",
+		`15: expect.events.0.state: tool_terminal has no state "canceled"; did you mean "cancelled"? (its states: succeeded, failed, cancelled, timed_out, unknown)`, false},
+	{"state-not-terminal.yaml",
+		`15: expect.events.0.state: tool_terminal has no state "running" (its states: succeeded, failed, cancelled, timed_out, unknown)`, false},
+	{"state-on-stateless-kind.yaml",
+		`15: expect.events.0.state: tool_started events carry no state, so "running" never matches`, false},
+	{"echo-state-misspelled.yaml",
+		`17: expect.events.0.state: echo_path has no state "presnt"; did you mean "present"? (its states: none, present)`, false},
+	{"reason-misspelled.yaml",
+		`17: expect.events.0.reason: barge_in_resumed has no reason "backchanel"; did you mean "backchannel"? (its reasons: speech, speech_over_agent, speech_continued, transcript, not_confirmed, short_sound, backchannel, echo_transcript, unconfirmed_words, verdict_timeout)`, false},
+	{"reason-of-dedupe-misspelled.yaml",
+		`15: expect.events.0.reason: tool_deduped has no reason "reused"; did you mean "reuse"? (its reasons: reuse, join)`, false},
+	{"fault-kind-misspelled.yaml",
+		`14: faults.0.kind: "tts_eror" is not one of llm_error, tts_error, transport_drop; did you mean "tts_error"?`, false},
+	{"policy-misspelled.yaml",
+		`5: agent.tools.0.on_interrupt: "cancle" is not one of complete, cancel, defer, detach; did you mean "cancel"?`, false},
+	{"expect-key-misspelled.yaml",
+		`14: expect.tool_run: unknown key; did you mean "tool_runs"? (known keys: max_stall, tool_runs, tool_runs_max, every_call_answered, context_matches_playout, final_context_contains, events)`, false},
+	{"event-key-misspelled.yaml",
+		`15: expect.events.0.reasons: unknown key; did you mean "reason"? (known keys: kind, within, after, tool, state, reason, count)`, false},
+	{"tool-misspelled.yaml",
+		`15: expect.events.0.tool: no tool "book_tabel" is declared or called by the model; did you mean "book_table"?`, true},
+}
+
+// TestScenarioRefusesMisspelledNames loads each file of scnRefused and
+// checks that it gets exactly its one message.
 func TestScenarioRefusesMisspelledNames(t *testing.T) {
-	tests := []struct{ file, want string }{
-		{"kind-missing-letters.yaml",
-			`15: expect.events.0.kind: unknown event kind "barge_in_confirm"; did you mean "barge_in_confirmed"?`},
-		{"kind-wrong-word.yaml",
-			`15: expect.events.0.kind: unknown event kind "tool_terminated"; did you mean "tool_terminal"?`},
-		{"state-misspelled.yaml",
-			`15: expect.events.0.state: tool_terminal has no state "succeded"; did you mean "succeeded"? (its states: succeeded, failed, cancelled, timed_out, unknown)`},
-		{"state-us-spelling.yaml",
-			`15: expect.events.0.state: tool_terminal has no state "canceled"; did you mean "cancelled"? (its states: succeeded, failed, cancelled, timed_out, unknown)`},
-		{"state-not-terminal.yaml",
-			`15: expect.events.0.state: tool_terminal has no state "running" (its states: succeeded, failed, cancelled, timed_out, unknown)`},
-		{"state-on-stateless-kind.yaml",
-			`15: expect.events.0.state: tool_started events carry no state, so "running" never matches`},
-		{"echo-state-misspelled.yaml",
-			`17: expect.events.0.state: echo_path has no state "presnt"; did you mean "present"? (its states: none, present)`},
-		{"reason-misspelled.yaml",
-			`17: expect.events.0.reason: barge_in_resumed has no reason "backchanel"; did you mean "backchannel"? (its reasons: speech, speech_over_agent, speech_continued, transcript, not_confirmed, short_sound, backchannel, echo_transcript, unconfirmed_words, verdict_timeout)`},
-		{"reason-of-dedupe-misspelled.yaml",
-			`15: expect.events.0.reason: tool_deduped has no reason "reused"; did you mean "reuse"? (its reasons: reuse, join)`},
-		{"fault-kind-misspelled.yaml",
-			`14: faults.0.kind: "tts_eror" is not one of llm_error, tts_error, transport_drop; did you mean "tts_error"?`},
-		{"policy-misspelled.yaml",
-			`5: agent.tools.0.on_interrupt: "cancle" is not one of complete, cancel, defer, detach; did you mean "cancel"?`},
-		{"expect-key-misspelled.yaml",
-			`14: expect.tool_run: unknown key; did you mean "tool_runs"? (known keys: max_stall, tool_runs, tool_runs_max, every_call_answered, context_matches_playout, final_context_contains, events)`},
-		{"event-key-misspelled.yaml",
-			`15: expect.events.0.reasons: unknown key; did you mean "reason"? (known keys: kind, within, after, tool, state, reason, count)`},
-	}
-	for _, tt := range tests {
+	for _, tt := range scnRefused {
 		t.Run(tt.file, func(t *testing.T) {
 			path := filepath.Join("testdata", "refused", tt.file)
 			sc, err := Load(path)
@@ -69,8 +79,8 @@ func TestScenarioRefusesMisspelledNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != len(tests) {
-		t.Errorf("testdata/refused has %d files and the table %d: each file needs its message here", len(files), len(tests))
+	if len(files) != len(scnRefused) {
+		t.Errorf("testdata/refused has %d files and the table %d: each file needs its message here", len(files), len(scnRefused))
 	}
 }
 

@@ -685,6 +685,7 @@ func (p *scnParser) expect(m *scnMap, s *Scenario) Expect {
 			e.FinalContextContains = append(e.FinalContextContains, str)
 		}
 	}
+	toolNames := p.toolsNamed(s)
 	for i, item := range m.seq("events") {
 		ev := p.mapping(item, scnIndex(m.key("events"), i), scnEventShape)
 		x := EventExpect{
@@ -703,6 +704,9 @@ func (p *scnParser) expect(m *scnMap, s *Scenario) Expect {
 			v, key := ev.get(k)
 			p.unknownf(v.Line, key, "%s", msg)
 		}
+		if v, key := ev.get("tool"); v != nil && x.Tool != "" && toolNames != nil && !slices.Contains(toolNames, x.Tool) {
+			p.unknownf(v.Line, key, "no tool %q is declared or called by the model%s", x.Tool, scnSuggest(x.Tool, toolNames))
+		}
 		if v, key := ev.get("after"); v != nil {
 			if msg := scnCheckAfter(x.After, s); msg != "" {
 				p.errf(v.Line, key, "%s", msg)
@@ -711,6 +715,27 @@ func (p *scnParser) expect(m *scnMap, s *Scenario) Expect {
 		e.Events = append(e.Events, x)
 	}
 	return e
+}
+
+// toolsNamed lists the tools an event can name: the agent's, and those
+// the model calls, which need not be the agent's. It is nil when a Go agent
+// could not be read (already reported), leaving nothing to check against.
+func (p *scnParser) toolsNamed(s *Scenario) []string {
+	if s.Agent.Go != "" && p.unscripted == nil {
+		return nil
+	}
+	names := []string{}
+	for _, t := range s.Agent.Tools {
+		names = append(names, t.Name)
+	}
+	for _, r := range s.Model {
+		for _, c := range r.ToolCalls {
+			if !slices.Contains(names, c.Name) {
+				names = append(names, c.Name)
+			}
+		}
+	}
+	return names
 }
 
 // scnCheckAfter says what is wrong with an event's after reference, or ""
