@@ -15,12 +15,13 @@ import (
 
 // ErrUnknownName is what the ParseError of a name the format does not know
 // wraps: a key, an event kind, a state or reason an event cannot carry, a
-// fault kind, an effect or an interrupt policy. Such a file would otherwise
-// load and then expect, or do, something that cannot happen.
+// tool no call can have, a fault kind, an effect or an interrupt policy.
+// Such a file would otherwise load and then expect, or do, something that
+// cannot happen.
 var ErrUnknownName = errors.New("unknown name")
 
 // The names a scenario file may use, which both the parser and the JSON
-// Schema (Schema) are built from. Where the runtime has the names as
+// Schema (JSONSchema) are built from. Where the runtime has the names as
 // constants they are taken from there.
 var (
 	scnEffects    = []string{string(tools.Read), string(tools.Mutation)}
@@ -127,7 +128,8 @@ func scnNearest(s string, names []string) string {
 	return best
 }
 
-// scnEditDistance is the Levenshtein distance between a and b, in bytes.
+// scnEditDistance is the Levenshtein distance between a and b, in bytes. It
+// takes len(a)*len(b) steps: scnNearest bounds a, and b is one of ours.
 func scnEditDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
@@ -156,9 +158,10 @@ func scnSuggest(s string, names []string) string {
 	return ""
 }
 
-// scnCheckEvent says what is wrong with the names of an expect.events
-// entry: each problem with the key it is at. An unknown kind hides the
-// rest, which could only be judged against the wrong kind.
+// scnCheckEvent says what is first wrong with the names of an
+// expect.events entry, and the key it is at; "" when nothing is. An
+// unknown kind hides the rest, which could only be judged against the
+// wrong kind.
 func scnCheckEvent(x EventExpect) (key, msg string) {
 	kind := events.Kind(x.Kind)
 	if !kind.Known() {
