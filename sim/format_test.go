@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -117,15 +118,7 @@ func TestSchemaRefusesAMisspelledKind(t *testing.T) {
 // the lists the parser uses, so that neither can change alone.
 func TestSchemaListsTheParsersNames(t *testing.T) {
 	root := scnTestSchema(t).Schema()
-	props := func(s *jsonschema.Schema) []string {
-		return slices.Sorted(func(yield func(string) bool) {
-			for k := range s.Properties {
-				if !yield(k) {
-					return
-				}
-			}
-		})
-	}
+	props := func(s *jsonschema.Schema) []string { return slices.Sorted(maps.Keys(s.Properties)) }
 	if got, want := props(root), slices.Sorted(slices.Values(scnTopShape.keys())); !slices.Equal(got, want) {
 		t.Errorf("top-level properties = %v, want %v", got, want)
 	}
