@@ -28,7 +28,7 @@ type liveEdges struct {
 	wg   sync.WaitGroup
 
 	mu    sync.Mutex
-	tools map[string]context.CancelCauseFunc // running calls, by id
+	tools map[string]*engine.ToolCall // running calls, by id
 }
 
 func (e *liveEdges) wait() { e.wg.Wait() }
@@ -134,10 +134,9 @@ func (g generation) read(ctx context.Context, req llm.Request, pieces chan<- pie
 	defer close(pieces)
 	agent := g.s.currentAgent()
 	var (
-		calls   llm.CallAccumulator
-		chunker = tts.Chunker{MinFirstPhraseWords: g.s.cfg.FirstPhraseWords}
-		said    bool
-		err     error
+		calls  llm.CallAccumulator
+		answer = engine.NewAnswerText(g.s.cfg.FirstPhraseWords)
+		err    error
 	)
 	send := func(p piece) bool {
 		select {
@@ -156,8 +155,7 @@ func (g generation) read(ctx context.Context, req llm.Request, pieces chan<- pie
 			req.Reason = llm.ReasonRetry
 		}
 		var started bool
-		started, err = g.stream(ctx, model, req, &calls, &chunker, send)
-		said = said || started
+		started, err = g.stream(ctx, model, req, &calls, &answer, send)
 		if err == nil || started || ctx.Err() != nil {
 			break
 		}
@@ -165,12 +163,8 @@ func (g generation) read(ctx context.Context, req llm.Request, pieces chan<- pie
 	if ctx.Err() != nil {
 		return // cancelled: the conductor has moved on
 	}
-	rest := chunker.Flush()
-	if err != nil && !said && rest == "" {
-		rest = agent.Apology
-		if rest == "" {
-			rest = DefaultApology
-		}
+	rest, apologised := answer.End(err, agent.Apology)
+	if apologised {
 		g.s.post(engine.ModelText{Epoch: g.epoch, Text: rest})
 	}
 	g.s.post(engine.ModelDone{Epoch: g.epoch, Calls: calls.Calls(), Err: err})
@@ -182,7 +176,7 @@ func (g generation) read(ctx context.Context, req llm.Request, pieces chan<- pie
 // stream reads one model's answer into pieces and calls; started reports
 // whether anything of the answer came out before an error.
 func (g generation) stream(ctx context.Context, model llm.Model, req llm.Request,
-	calls *llm.CallAccumulator, chunker *tts.Chunker, send func(piece) bool) (started bool, err error) {
+	calls *llm.CallAccumulator, answer *engine.AnswerText, send func(piece) bool) (started bool, err error) {
 	sctx, stall := g.stallGuard(ctx, "model")
 	defer stall.release()
 	deliver := func(p piece) bool {
@@ -193,7 +187,6 @@ func (g generation) stream(ctx context.Context, model llm.Model, req llm.Request
 	}
 	g.reach(engine.StageReached{Stage: engine.StageRequest, Provider: providerName(model)})
 	stream, err := model.Stream(sctx, req)
-	callsBegun := false
 	if err == nil {
 		defer stream.Close()
 		for {
@@ -212,7 +205,7 @@ func (g generation) stream(ctx context.Context, model llm.Model, req llm.Request
 			if chunk.Text != "" {
 				started = true
 				g.s.post(engine.ModelText{Epoch: g.epoch, Text: chunk.Text})
-				for _, p := range chunker.Push(chunk.Text) {
+				for _, p := range answer.Text(chunk.Text) {
 					if !deliver(piece{text: p}) {
 						return started, ctx.Err()
 					}
@@ -220,6 +213,7 @@ func (g generation) stream(ctx context.Context, model llm.Model, req llm.Request
 			}
 			if chunk.Transcript != "" {
 				started = true
+				answer.Spoke()
 				g.s.post(engine.ModelText{Epoch: g.epoch, Text: chunk.Transcript})
 				if !deliver(piece{transcript: chunk.Transcript}) {
 					return started, ctx.Err()
@@ -227,20 +221,15 @@ func (g generation) stream(ctx context.Context, model llm.Model, req llm.Request
 			}
 			if a := chunk.Audio; len(a.Samples) > 0 {
 				started = true
+				answer.Spoke()
 				if !deliver(piece{audio: slices.Clone(a.Samples), rate: a.SampleRate}) {
 					return started, ctx.Err()
 				}
 			}
 			if chunk.ToolCall != nil {
 				started = true
-				// A tool call follows the answer's text: what is left of
-				// it is a whole phrase now, so the voice need not wait for
-				// the call's arguments to finish streaming.
-				if !callsBegun {
-					callsBegun = true
-					if rest := chunker.Flush(); rest != "" && !deliver(piece{text: rest}) {
-						return started, ctx.Err()
-					}
+				if rest := answer.ToolCall(); rest != "" && !deliver(piece{text: rest}) {
+					return started, ctx.Err()
 				}
 				calls.Add(*chunk.ToolCall)
 			}
@@ -272,12 +261,10 @@ func (g generation) speak(ctx context.Context, pieces <-chan piece) {
 	}
 	textOnly := g.s.textOnly()
 	var (
-		offset   time.Duration
-		failed   error
-		unspoken strings.Builder
-		tries    = engine.PhraseTries{Voices: len(voices)}
-		out      = outputQueue{player: g.s.player, clock: g.s.cfg.Clock, epoch: g.epoch}
-		voice    voiceWords
+		offset time.Duration
+		synth  = engine.NewSynthesis(len(voices))
+		out    = outputQueue{player: g.s.player, clock: g.s.cfg.Clock, epoch: g.epoch}
+		voice  voiceWords
 	)
 	for p := range pieces {
 		if ctx.Err() != nil {
@@ -294,8 +281,8 @@ func (g generation) speak(ctx context.Context, pieces <-chan piece) {
 			first := g.s.cfg.Clock.Now()
 			d, err := out.enqueue(ctx, p.audio, p.rate)
 			if err != nil {
-				if ctx.Err() == nil && failed == nil {
-					failed = fmt.Errorf("model audio: %w", err)
+				if ctx.Err() == nil {
+					synth.Fail(fmt.Errorf("model audio: %w", err))
 				}
 				continue
 			}
@@ -311,14 +298,8 @@ func (g generation) speak(ctx context.Context, pieces <-chan piece) {
 		if len(voices) == 0 {
 			continue
 		}
-		if failed != nil {
-			unspoken.WriteString(" " + p.text)
-			continue
-		}
-		var err error
-		if offset, err = g.sayPhrase(ctx, voices, &tries, p.text, offset, &out); err != nil && ctx.Err() == nil {
-			failed = err
-			unspoken.WriteString(p.text)
+		if synth.Say(p.text) {
+			offset = g.sayPhrase(ctx, voices, &synth, p.text, offset, &out)
 		}
 	}
 	if ctx.Err() != nil {
@@ -331,25 +312,25 @@ func (g generation) speak(ctx context.Context, pieces <-chan piece) {
 		return
 	}
 	g.s.player.EndEpoch(g.epoch)
-	g.s.post(engine.SpeechDone{Epoch: g.epoch, Err: failed, Unspoken: strings.TrimSpace(unspoken.String())})
+	g.s.post(synth.Done(g.epoch))
 }
 
-// sayPhrase speaks one phrase, trying again as tries says when the voice
+// sayPhrase speaks one phrase, trying again as synth says when the voice
 // fails: a retry or a backup voice says the whole phrase, so a caller who
 // heard its start hears it begin again rather than a gap. It returns where
-// the phrase's audio ends, and the last error if no voice could speak it.
-func (g generation) sayPhrase(ctx context.Context, voices []tts.Synthesizer, tries *engine.PhraseTries,
-	text string, offset time.Duration, out *outputQueue) (time.Duration, error) {
-	tries.Next()
+// the phrase's audio ends; synth records it unspoken if no voice could
+// speak it.
+func (g generation) sayPhrase(ctx context.Context, voices []tts.Synthesizer, synth *engine.Synthesis,
+	text string, offset time.Duration, out *outputQueue) time.Duration {
 	for {
 		var err error
-		offset, err = g.synthesize(ctx, voices[tries.Voice], text, offset, out)
+		offset, err = g.synthesize(ctx, voices[synth.Voice()], text, offset, out)
 		if err == nil || ctx.Err() != nil {
-			return offset, err
+			return offset
 		}
-		wait, failover, ok := tries.Failed(worthRetrying(err))
+		wait, failover, ok := synth.Failed(text, err, worthRetrying(err))
 		if !ok {
-			return offset, err
+			return offset
 		}
 		if failover {
 			g.s.post(engine.ProviderFailover{Provider: "tts", Err: err})
@@ -360,7 +341,7 @@ func (g generation) sayPhrase(ctx context.Context, voices []tts.Synthesizer, tri
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return offset, ctx.Err()
+			return offset
 		}
 	}
 }
@@ -389,11 +370,7 @@ func (g generation) synthesize(ctx context.Context, synth tts.Synthesizer, text 
 		stall.Reset(g.s.cfg.StallTimeout)
 		if len(chunk.Words) > 0 {
 			timed = true
-			words := make([]tts.WordTiming, len(chunk.Words))
-			for i, w := range chunk.Words {
-				words[i] = tts.WordTiming{Word: w.Word, Start: start + w.Start, End: start + w.End}
-			}
-			g.postWords(words)
+			g.postWords(engine.WordsFrom(start, chunk.Words))
 		}
 		if len(chunk.Audio.Samples) == 0 {
 			continue
@@ -586,31 +563,24 @@ func wordsAt(text string, start, dur time.Duration) []tts.WordTiming {
 	return out
 }
 
-// errCancelled is the cause given to a call's context by the cancel policy.
-var errCancelled = errors.New("runtime: call cancelled because the user interrupted")
-
 // RunTool runs one call under its deadline, writing a mutation's intent to
 // the journal first and its outcome after. A body that ignores its context is
 // abandoned at the deadline: the call is recorded as timed out and the
 // session goes on; if the body finishes later, that late outcome is reported
 // (and journaled) too, because it is what really happened.
 func (e *liveEdges) RunTool(r engine.ToolRun) {
-	deadline, cancelDeadline := context.WithTimeout(e.ctx, r.Tool.Timeout())
-	ctx, cancel := context.WithCancelCause(deadline)
+	call := engine.NewToolCall(e.ctx, r)
 	e.mu.Lock()
-	e.tools[r.CallID] = cancel
+	e.tools[r.CallID] = call
 	e.mu.Unlock()
 	e.wg.Go(func() {
 		defer func() {
 			e.mu.Lock()
 			delete(e.tools, r.CallID)
 			e.mu.Unlock()
-			cancel(nil)
-			cancelDeadline()
+			call.Release()
 		}()
-		ctx := tools.WithPlayout(ctx, r.Turn)
-		ctx = tools.WithCallInfo(ctx, tools.CallInfo{ID: r.CallID, Name: r.Tool.Name(), Epoch: r.Epoch, IdempotencyKey: r.Key})
-		ctx = context.WithValue(ctx, sessionKey{}, e.s)
+		ctx := context.WithValue(call.Ctx, sessionKey{}, e.s)
 		rec := tools.Record{Session: e.s.cfg.ID, CallID: r.CallID, Tool: r.Tool.Name(), Key: r.Key, Args: r.Args}
 		mutation := r.Tool.Effect() == tools.Mutation
 		if mutation {
@@ -623,17 +593,16 @@ func (e *liveEdges) RunTool(r engine.ToolRun) {
 		done := make(chan engine.ToolOutcome, 1) // buffered: an abandoned body can still finish
 		go func() {
 			out, err := r.Tool.Run(ctx, r.Args)
-			done <- outcomeOf(ctx, r.CallID, out, err)
+			done <- call.Outcome(out, err)
 		}()
 		var o engine.ToolOutcome
 		select {
 		case o = <-done:
-		case <-deadline.Done():
+		case <-call.Deadline.Done():
 			if e.ctx.Err() != nil {
 				return // the session is ending
 			}
-			e.s.post(engine.ToolOutcome{CallID: r.CallID, State: tools.StateTimedOut,
-				Err: fmt.Errorf("%w: no result within %v", ErrWaitTimeout, r.Tool.Timeout())})
+			e.s.post(call.TimedOut())
 			select {
 			case o = <-done: // the late outcome, posted below
 			case <-e.ctx.Done():
@@ -653,21 +622,6 @@ func (e *liveEdges) RunTool(r engine.ToolRun) {
 	})
 }
 
-// outcomeOf names the state a body's return puts its call in.
-func outcomeOf(ctx context.Context, id, out string, err error) engine.ToolOutcome {
-	o := engine.ToolOutcome{CallID: id, State: tools.StateSucceeded, Output: out, Err: err}
-	switch {
-	case err == nil:
-	case errors.Is(context.Cause(ctx), errCancelled) && errors.Is(err, context.Canceled):
-		o.State = tools.StateCancelled
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
-		o.State = tools.StateTimedOut
-	default:
-		o.State = tools.StateFailed
-	}
-	return o
-}
-
 // journal runs one journal write under its own short deadline.
 func (e *liveEdges) journal(write func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(e.ctx, journalTimeout)
@@ -679,10 +633,10 @@ func (e *liveEdges) journal(write func(context.Context) error) error {
 // ends.
 func (e *liveEdges) CancelTool(id string) {
 	e.mu.Lock()
-	cancel := e.tools[id]
+	call := e.tools[id]
 	e.mu.Unlock()
-	if cancel != nil {
-		cancel(errCancelled)
+	if call != nil {
+		call.Interrupt()
 	}
 }
 

@@ -23,7 +23,7 @@ import (
 const (
 	// DefaultApology is what an agent says when its model fails before
 	// saying anything (Agent.Apology).
-	DefaultApology = "Sorry, I ran into a problem on my side. Could you say that again?"
+	DefaultApology = engine.DefaultApology
 	// DefaultEndpointing is how long the caller must be silent before
 	// their turn ends (WithEndpointing).
 	DefaultEndpointing = engine.DefaultEndpointing
@@ -353,7 +353,7 @@ func New(agent *Agent, opts ...Option) (*Session, error) {
 		}
 	}
 	s.current.Store(current)
-	s.edges = &liveEdges{s: s, gens: map[uint64]context.CancelFunc{}, tools: map[string]context.CancelCauseFunc{}}
+	s.edges = &liveEdges{s: s, gens: map[uint64]context.CancelFunc{}, tools: map[string]*engine.ToolCall{}}
 	core := cfg.Config
 	core.TextOnly = s.textOnly()
 	s.core, err = engine.NewCore(current.describe(), s.edges, s.post, s.bus.Publish, core)

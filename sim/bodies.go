@@ -13,10 +13,6 @@ import (
 	"github.com/holdline/holdline/tools"
 )
 
-// errInterrupted is the cause a cancelled body's context carries, as the
-// live session's cancel policy gives one.
-var errInterrupted = errors.New("sim: call cancelled because the user interrupted")
-
 // bodies runs a Go agent's tool bodies (WithRealTools) on goroutines inside
 // a testing/synctest bubble. The run's virtual clock and the bubble's fake
 // clock are kept in step: while a body runs, the run sleeps in the bubble
@@ -34,7 +30,7 @@ type bodies struct {
 	stop    context.CancelFunc
 	done    chan landing
 	running int
-	cancels map[string]context.CancelCauseFunc
+	calls   map[string]*engine.ToolCall // running bodies', by call id
 }
 
 // landing is a body's return.
@@ -64,7 +60,7 @@ func newBodies(r *run, fn runtime.AgentFunc) (*bodies, error) {
 		return nil, fmt.Errorf("Go agent %q: %w", r.sc.Agent.Go, err)
 	}
 	b := &bodies{r: r, tools: map[string]*tools.Tool{}, release: release, ctx: ctx, stop: stop,
-		done: make(chan landing, 8), cancels: map[string]context.CancelCauseFunc{}}
+		done: make(chan landing, 8), calls: map[string]*engine.ToolCall{}}
 	for _, t := range agent.Tools {
 		if t != nil {
 			b.tools[t.Name()] = t
@@ -90,8 +86,8 @@ func inBubble(wait func()) (in bool) {
 // elapsed is the bubble's time as the run's.
 func (b *bodies) elapsed() time.Duration { return time.Since(b.base) }
 
-// start runs r's body on a goroutine under its deadline, with what a live
-// session's context carries: the playout of its turn and the call's
+// start runs r's body on a goroutine in the context a live session gives
+// it (engine.NewToolCall): its deadline, its turn's playout and the call's
 // identity.
 func (b *bodies) start(r engine.ToolRun, tr *toolRun, src uint64) {
 	// The bubble may lag the run while no body runs; catch it up, so the
@@ -99,16 +95,13 @@ func (b *bodies) start(r engine.ToolRun, tr *toolRun, src uint64) {
 	if d := b.r.sched.now() - b.elapsed(); d > 0 {
 		time.Sleep(d)
 	}
-	deadline, cancelDeadline := context.WithTimeout(b.ctx, r.Tool.Timeout())
-	ctx, cancel := context.WithCancelCause(deadline)
-	b.cancels[r.CallID] = cancel
-	ctx = tools.WithPlayout(ctx, r.Turn)
-	ctx = tools.WithCallInfo(ctx, tools.CallInfo{ID: r.CallID, Name: r.Tool.Name(), Epoch: r.Epoch, IdempotencyKey: r.Key})
+	call := engine.NewToolCall(b.ctx, r)
+	b.calls[r.CallID] = call
 	b.running++
 	go func() {
-		defer cancelDeadline()
-		out, err := r.Tool.Run(ctx, r.Args)
-		l := landing{src: src, tr: tr, o: outcomeOf(ctx, r.CallID, out, err)}
+		defer call.Release()
+		out, err := r.Tool.Run(call.Ctx, r.Args)
+		l := landing{src: src, tr: tr, o: call.Outcome(out, err)}
 		select {
 		case b.done <- l:
 		case <-b.ctx.Done(): // the run is over
@@ -116,26 +109,10 @@ func (b *bodies) start(r engine.ToolRun, tr *toolRun, src uint64) {
 	}()
 }
 
-// outcomeOf names the state a body's return puts its call in, as the live
-// session does.
-func outcomeOf(ctx context.Context, id, out string, err error) engine.ToolOutcome {
-	o := engine.ToolOutcome{CallID: id, State: tools.StateSucceeded, Output: out, Err: err}
-	switch {
-	case err == nil:
-	case errors.Is(context.Cause(ctx), errInterrupted) && errors.Is(err, context.Canceled):
-		o.State = tools.StateCancelled
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
-		o.State = tools.StateTimedOut
-	default:
-		o.State = tools.StateFailed
-	}
-	return o
-}
-
-// cancel cancels a body's context.
+// cancel interrupts a body, as the live session's cancel policy does.
 func (b *bodies) cancel(id string) {
-	if c := b.cancels[id]; c != nil {
-		c(errInterrupted)
+	if c := b.calls[id]; c != nil {
+		c.Interrupt()
 	}
 }
 
@@ -177,7 +154,7 @@ func (b *bodies) advance(next time.Duration, ok bool) bool {
 	at := b.elapsed()
 	for _, l := range landed {
 		b.running--
-		delete(b.cancels, l.o.CallID)
+		delete(b.calls, l.o.CallID)
 		b.r.sched.at(at, l.src, func() { b.r.edges.landed(l.tr, l.o) })
 	}
 	return len(landed) > 0

@@ -3,14 +3,12 @@ package sim
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/holdline/holdline/llm"
-	"github.com/holdline/holdline/runtime"
 	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/tools"
 	"github.com/holdline/holdline/tts"
@@ -86,29 +84,23 @@ type generation struct {
 
 	// Synthesis: the answer's text, its phrases, the next one to speak and
 	// the attempt at it (inFlight from its start until it is queued or
-	// fails), or the backoff before the next attempt.
+	// fails), or the backoff before the next attempt; synth says which
+	// voice, and what went unspoken, as it does for a live generation.
 	text         string
 	phrases      []string
 	next         int
-	tries        engine.PhraseTries
+	synth        engine.Synthesis
 	inFlight     bool
 	attemptTimer engine.Timer
-	// unspoken is what no voice could speak.
-	unspoken string
+	// offset is where the next phrase's audio goes on the answer's audio
+	// timeline.
+	offset time.Duration
 }
 
 // heldPhrase is a phrase's audio waiting for its answer to be used.
 type heldPhrase struct {
 	dur   time.Duration
 	words []tts.WordTiming
-}
-
-func (g *generation) heldLength() time.Duration {
-	var d time.Duration
-	for _, p := range g.heldAudio {
-		d += p.dur
-	}
-	return d
 }
 
 type toolRun struct {
@@ -164,8 +156,24 @@ func (e *edges) StartGeneration(epoch uint64, req llm.Request) {
 			e.r.handle(engine.ModelText{Epoch: epoch, Text: resp.Text})
 		}
 		e.r.handle(engine.ModelDone{Epoch: epoch, Calls: calls(resp.ToolCalls)})
-		e.speak(g, resp.Text)
+		e.speak(g, resp.Text, phrases(resp))
 	})
+}
+
+// phrases reads a scripted response as a live generation reads a model's
+// stream: its text, then its calls, then its end.
+func phrases(resp ModelResponse) []string {
+	var answer engine.AnswerText
+	out := answer.Text(resp.Text)
+	if len(resp.ToolCalls) > 0 {
+		if rest := answer.ToolCall(); rest != "" {
+			out = append(out, rest)
+		}
+	}
+	if rest, _ := answer.End(nil, ""); rest != "" {
+		out = append(out, rest)
+	}
+	return out
 }
 
 func calls(tcs []ToolCall) []llm.ToolCall {
@@ -182,32 +190,34 @@ func (e *edges) failModel(g *generation) {
 		return
 	}
 	g.modelDone = true
-	// As a live session does, the agent apologises rather than go silent.
-	sorry := runtime.DefaultApology
+	// The stream fails before its first token: the agent apologises
+	// rather than go silent.
+	var answer engine.AnswerText
+	sorry, _ := answer.End(errLLMFault, "")
 	e.r.handle(engine.ModelText{Epoch: g.epoch, Text: sorry})
 	e.r.handle(engine.ModelDone{Epoch: g.epoch, Err: errLLMFault})
-	e.speak(g, sorry)
+	// A live generation gives the apology to its voice as one phrase; the
+	// simulator still cuts it like the model's text, as the scenarios'
+	// timings (n5-voice-down-on-apology) assume. Known divergence.
+	e.speak(g, sorry, phrases(ModelResponse{Text: sorry}))
 }
 
-// speak synthesises text one phrase at a time, each ready one TTFB after
-// the previous, and queues its audio; the words follow the audio. A phrase
-// the voice fails on is tried again as engine.PhraseTries says, as the
-// live generation edge does.
-func (e *edges) speak(g *generation, text string) {
-	var ch tts.Chunker
-	g.phrases = ch.Push(text)
-	if rest := ch.Flush(); rest != "" {
-		g.phrases = append(g.phrases, rest)
-	}
-	g.text = text
-	g.tries = engine.PhraseTries{Voices: 1}
+// speak synthesises the phrases of text one at a time, each ready one TTFB
+// after the previous, and queues their audio; the words follow the audio.
+// A phrase the voice fails on is tried again as engine.Synthesis says, as
+// the live generation edge does.
+func (e *edges) speak(g *generation, text string, phrases []string) {
+	g.text, g.phrases = text, phrases
+	voices := 1
 	if e.r.sc.TTS.Backup {
-		g.tries.Voices = 2
+		voices = 2
 	}
+	g.synth = engine.NewSynthesis(voices)
 	if len(g.phrases) == 0 {
-		e.endSynth(g, nil, "")
+		e.endSynth(g)
 		return
 	}
+	g.synth.Say(g.phrases[0])
 	e.attempt(g, e.r.sched.now())
 }
 
@@ -217,7 +227,7 @@ func (e *edges) attempt(g *generation, at time.Duration) {
 	g.inFlight = true
 	ready := at + e.r.sc.TTS.TTFB
 	src := srcGeneration + g.epoch
-	onPrimary := g.tries.Voice == 0
+	onPrimary := g.synth.Voice() == 0
 	if onPrimary && (e.ttsArmed || at < e.ttsDownUntil) {
 		e.ttsArmed = false
 		g.attemptTimer = e.r.sched.at(ready, src, func() { e.failSynth(g) })
@@ -230,14 +240,9 @@ func (e *edges) attempt(g *generation, at time.Duration) {
 		g.inFlight = false
 		p := g.phrases[g.next]
 		g.next++
-		words := strings.Fields(p)
-		dur := time.Duration(float64(len(words)) / e.r.sc.TTS.WordsPerSecond * float64(time.Second))
-		offset := e.player.queued(g.epoch) + g.heldLength()
-		timings := make([]tts.WordTiming, len(words))
-		for j, w := range words {
-			timings[j] = tts.WordTiming{Word: w, Start: offset + dur*time.Duration(j)/time.Duration(len(words)),
-				End: offset + dur*time.Duration(j+1)/time.Duration(len(words))}
-		}
+		dur, spoken := e.synthesize(p)
+		timings := engine.WordsFrom(g.offset, spoken)
+		g.offset += dur
 		if g.held {
 			g.heldAudio = append(g.heldAudio, heldPhrase{dur: dur, words: timings})
 		} else {
@@ -246,12 +251,25 @@ func (e *edges) attempt(g *generation, at time.Duration) {
 		}
 		e.r.handle(engine.SpeechWords{Epoch: g.epoch, Words: timings})
 		if g.next == len(g.phrases) {
-			e.endSynth(g, nil, "")
+			e.endSynth(g)
 			return
 		}
-		g.tries.Next()
+		g.synth.Say(g.phrases[g.next])
 		e.attempt(g, e.r.sched.now())
 	})
+}
+
+// synthesize is the scripted voice: a phrase's audio lasts as long as its
+// words take at the scenario's pace, each word an equal share of it.
+func (e *edges) synthesize(phrase string) (time.Duration, []tts.WordTiming) {
+	words := strings.Fields(phrase)
+	dur := time.Duration(float64(len(words)) / e.r.sc.TTS.WordsPerSecond * float64(time.Second))
+	timings := make([]tts.WordTiming, len(words))
+	for j, w := range words {
+		timings[j] = tts.WordTiming{Word: w, Start: dur * time.Duration(j) / time.Duration(len(words)),
+			End: dur * time.Duration(j+1) / time.Duration(len(words))}
+	}
+	return dur, timings
 }
 
 // failSynth fails the phrase g is synthesising: it is tried again after the
@@ -264,10 +282,13 @@ func (e *edges) failSynth(g *generation) {
 	}
 	e.r.sched.cancel(g.attemptTimer)
 	g.inFlight = false
-	wait, failover, ok := g.tries.Failed(true)
+	wait, failover, ok := g.synth.Failed(g.phrases[g.next], errTTSFault, true)
 	switch {
 	case !ok:
-		e.endSynth(g, errTTSFault, strings.Join(g.phrases[g.next:], " "))
+		for _, p := range g.phrases[g.next+1:] {
+			g.synth.Say(p) // unspoken: the answer's speech has failed
+		}
+		e.endSynth(g)
 	case failover:
 		e.r.handle(engine.ProviderFailover{Provider: "tts", Err: errTTSFault})
 		e.attempt(g, e.r.sched.now())
@@ -280,10 +301,9 @@ func (e *edges) failSynth(g *generation) {
 	}
 }
 
-func (e *edges) endSynth(g *generation, err error, unspoken string) {
+func (e *edges) endSynth(g *generation) {
 	g.synthDone = true
-	g.unspoken = unspoken
-	e.r.handle(engine.SpeechDone{Epoch: g.epoch, Err: err, Unspoken: unspoken})
+	e.r.handle(g.synth.Done(g.epoch))
 	e.markEnd(g)
 }
 
@@ -378,7 +398,7 @@ func (e *edges) fault(f Fault) {
 		for _, g := range e.inFlight() {
 			// A retry waiting out its backoff is not talking to the voice:
 			// the fault is armed for it instead.
-			if g.modelDone && !g.synthDone && g.inFlight && g.tries.Voice == 0 {
+			if g.modelDone && !g.synthDone && g.inFlight && g.synth.Voice() == 0 {
 				e.failSynth(g)
 				return
 			}
@@ -464,12 +484,11 @@ func (e *edges) RunTool(r engine.ToolRun) {
 		e.r.bodies.start(r, tr, src)
 	} else if !spec.Hang {
 		tr.outcome = e.r.sched.at(now+spec.Duration, src, func() {
-			st, o := tools.StateSucceeded, engine.ToolOutcome{CallID: r.CallID, Output: string(spec.Result)}
+			out, err := string(spec.Result), error(nil)
 			if spec.Error != "" {
-				st, o.Output, o.Err = tools.StateFailed, "", errors.New(spec.Error)
+				out, err = "", errors.New(spec.Error)
 			}
-			o.State = st
-			e.finishTool(tr, st, o)
+			e.finishTool(tr, engine.ToolOutcomeOf(context.Background(), r.CallID, out, err))
 		})
 	}
 	if tr.real || spec.Hang || spec.Duration >= r.Tool.Timeout() {
@@ -478,19 +497,18 @@ func (e *edges) RunTool(r engine.ToolRun) {
 				return
 			}
 			tr.finished, tr.state = true, tools.StateTimedOut
-			e.r.handle(engine.ToolOutcome{CallID: r.CallID, State: tools.StateTimedOut,
-				Err: fmt.Errorf("%w: no result within %v", runtime.ErrWaitTimeout, r.Tool.Timeout())})
+			e.r.handle(engine.ToolTimedOut(r.CallID, r.Tool.Timeout()))
 		})
 	}
 }
 
 // finishTool reports a body's return: its outcome, or its late outcome
 // after a timeout.
-func (e *edges) finishTool(tr *toolRun, st tools.State, o engine.ToolOutcome) {
+func (e *edges) finishTool(tr *toolRun, o engine.ToolOutcome) {
 	if tr.finished && tr.state != tools.StateTimedOut {
 		return
 	}
-	tr.finished, tr.state = true, st
+	tr.finished, tr.state = true, o.State
 	e.r.handle(o)
 }
 
@@ -506,8 +524,17 @@ func (e *edges) CancelTool(id string) {
 		return
 	}
 	e.r.sched.cancel(tr.outcome)
-	e.finishTool(tr, tools.StateCancelled, engine.ToolOutcome{CallID: id, State: tools.StateCancelled, Err: context.Canceled})
+	// A scripted body heeds its context: it returns the context's error.
+	e.finishTool(tr, engine.ToolOutcomeOf(interrupted, id, "", context.Canceled))
 }
+
+// interrupted is a scripted body's context once the cancel policy has
+// cancelled it.
+var interrupted = func() context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(engine.ErrCallInterrupted)
+	return ctx
+}()
 
 // Reconcile is never asked: scripted tools have no Reconciler.
 func (e *edges) Reconcile(r engine.ToolRun) {
@@ -744,5 +771,5 @@ func (e *edges) landed(tr *toolRun, o engine.ToolOutcome) {
 	if tr.finished && tr.state == tools.StateTimedOut && o.State == tools.StateTimedOut {
 		return
 	}
-	e.finishTool(tr, o.State, o)
+	e.finishTool(tr, o)
 }

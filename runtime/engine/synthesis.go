@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"strings"
+	"time"
+
+	"github.com/holdline/holdline/tts"
+)
+
+// Synthesis is one answer's way through its voices, phrase by phrase: which
+// voice says the next phrase, what to do when it fails (PhraseTries), and
+// what the caller never heard once no voice could go on. It waits for
+// nothing and keeps no clock: the live generation edge and the simulator
+// each do the waiting and the speaking, and both ask it what comes next, so
+// a scenario proves what a call does.
+type Synthesis struct {
+	tries    PhraseTries
+	failed   error
+	unspoken []string
+}
+
+// NewSynthesis starts an answer's synthesis over voices voices (1, or 2
+// with a backup).
+func NewSynthesis(voices int) Synthesis {
+	return Synthesis{tries: PhraseTries{Voices: voices}}
+}
+
+// Say starts the next phrase, with its own retry on the voice in use. It
+// reports false once the answer's speech has failed: the phrase is then
+// not to be spoken, and is reported unspoken.
+func (s *Synthesis) Say(text string) bool {
+	if s.failed != nil {
+		s.unspoken = append(s.unspoken, text)
+		return false
+	}
+	s.tries.Next()
+	return true
+}
+
+// Voice is the voice to ask for the phrase, from 0. A failover carries over
+// to the answer's later phrases.
+func (s *Synthesis) Voice() int { return s.tries.Voice }
+
+// Failed records that the attempt at the phrase text failed with err, and
+// says what to do next, as PhraseTries.Failed does; retry says whether
+// asking the same voice again may help. When no voice is left (ok false)
+// the answer's speech has failed: text and every later phrase are
+// unspoken.
+func (s *Synthesis) Failed(text string, err error, retry bool) (wait time.Duration, failover, ok bool) {
+	wait, failover, ok = s.tries.Failed(retry)
+	if !ok {
+		s.Fail(err)
+		s.unspoken = append(s.unspoken, text)
+	}
+	return wait, failover, ok
+}
+
+// Fail records that the answer's audio failed for a reason of its own (the
+// output refused it): later phrases are unspoken. The first failure is the
+// one reported.
+func (s *Synthesis) Fail(err error) {
+	if s.failed == nil {
+		s.failed = err
+	}
+}
+
+// Done is the answer's SpeechDone: the failure, if any, and what the
+// caller never heard.
+func (s *Synthesis) Done(epoch uint64) SpeechDone {
+	return SpeechDone{Epoch: epoch, Err: s.failed, Unspoken: strings.TrimSpace(strings.Join(s.unspoken, " "))}
+}
+
+// WordsFrom places a phrase's word timings, given from the start of its
+// audio, on the turn's audio timeline, where the phrase's audio starts at
+// start.
+func WordsFrom(start time.Duration, words []tts.WordTiming) []tts.WordTiming {
+	out := make([]tts.WordTiming, len(words))
+	for i, w := range words {
+		out[i] = tts.WordTiming{Word: w.Word, Start: start + w.Start, End: start + w.End}
+	}
+	return out
+}
