@@ -328,7 +328,7 @@ func (g generation) sayPhrase(ctx context.Context, voices []tts.Synthesizer, syn
 		if err == nil || ctx.Err() != nil {
 			return offset
 		}
-		wait, failover, ok := synth.Failed(text, err, worthRetrying(err))
+		wait, failover, ok := synth.Failed(text, err)
 		if !ok {
 			return offset
 		}
@@ -399,23 +399,6 @@ func (g generation) synthesize(ctx context.Context, synth tts.Synthesizer, text 
 		return offset, nil
 	}
 	return offset, fmt.Errorf("speech synthesis: %w", err)
-}
-
-// worthRetrying reports whether asking the same voice again may help. A
-// voice that stalled has already cost the caller the stall timeout, and
-// one that says its error is not temporary (a 404, a wrong key: the
-// Temporary method of the providers' API errors) would only fail again.
-func worthRetrying(err error) bool {
-	if errors.Is(err, ErrProviderStalled) {
-		return false
-	}
-	if t, ok := errors.AsType[interface {
-		error
-		Temporary() bool
-	}](err); ok {
-		return t.Temporary()
-	}
-	return true
 }
 
 // outputQueue queues a turn's audio on the player, resampled to its rate.

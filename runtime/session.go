@@ -53,7 +53,7 @@ var (
 	// ErrProviderStalled ends a model or synthesis stream that sent
 	// nothing for longer than the session's stall timeout
 	// (engine.WithStallTimeout).
-	ErrProviderStalled = errors.New("runtime: provider stalled")
+	ErrProviderStalled = engine.ErrProviderStalled
 	// ErrHandoff wraps why a handoff could not happen; the session goes
 	// on with its current agent.
 	ErrHandoff = errors.New("runtime: handoff refused")

@@ -282,7 +282,7 @@ func (e *edges) failSynth(g *generation) {
 	}
 	e.r.sched.cancel(g.attemptTimer)
 	g.inFlight = false
-	wait, failover, ok := g.synth.Failed(g.phrases[g.next], errTTSFault, true)
+	wait, failover, ok := g.synth.Failed(g.phrases[g.next], errTTSFault)
 	switch {
 	case !ok:
 		for _, p := range g.phrases[g.next+1:] {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"strings"
 	"time"
 
@@ -41,13 +42,16 @@ func (s *Synthesis) Say(text string) bool {
 // to the answer's later phrases.
 func (s *Synthesis) Voice() int { return s.tries.Voice }
 
+// ErrProviderStalled ends a model or synthesis stream that sent nothing for
+// longer than the session's stall timeout (WithStallTimeout).
+var ErrProviderStalled = errors.New("runtime: provider stalled")
+
 // Failed records that the attempt at the phrase text failed with err, and
-// says what to do next, as PhraseTries.Failed does; retry says whether
-// asking the same voice again may help. When no voice is left (ok false)
-// the answer's speech has failed: text and every later phrase are
-// unspoken.
-func (s *Synthesis) Failed(text string, err error, retry bool) (wait time.Duration, failover, ok bool) {
-	wait, failover, ok = s.tries.Failed(retry)
+// says what to do next, as PhraseTries.Failed does. When no voice is left
+// (ok false) the answer's speech has failed: text and every later phrase
+// are unspoken.
+func (s *Synthesis) Failed(text string, err error) (wait time.Duration, failover, ok bool) {
+	wait, failover, ok = s.tries.Failed(worthRetrying(err))
 	if !ok {
 		s.Fail(err)
 		s.unspoken = append(s.unspoken, text)
@@ -68,6 +72,23 @@ func (s *Synthesis) Fail(err error) {
 // caller never heard.
 func (s *Synthesis) Done(epoch uint64) SpeechDone {
 	return SpeechDone{Epoch: epoch, Err: s.failed, Unspoken: strings.TrimSpace(strings.Join(s.unspoken, " "))}
+}
+
+// worthRetrying reports whether asking the same voice again may help. A
+// voice that stalled has already cost the caller the stall timeout, and
+// one that says its error is not temporary (a 404, a wrong key: the
+// Temporary method of the providers' API errors) would only fail again.
+func worthRetrying(err error) bool {
+	if errors.Is(err, ErrProviderStalled) {
+		return false
+	}
+	if t, ok := errors.AsType[interface {
+		error
+		Temporary() bool
+	}](err); ok {
+		return t.Temporary()
+	}
+	return true
 }
 
 // WordsFrom places a phrase's word timings, given from the start of its
