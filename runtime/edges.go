@@ -261,8 +261,7 @@ func (g generation) speak(ctx context.Context, pieces <-chan piece) {
 	}
 	textOnly := g.s.textOnly()
 	var (
-		offset time.Duration
-		synth  = engine.NewSynthesis(len(voices))
+		speech = engine.NewSynthesis(len(voices))
 		out    = outputQueue{player: g.s.player, clock: g.s.cfg.Clock, epoch: g.epoch}
 		voice  voiceWords
 	)
@@ -273,64 +272,62 @@ func (g generation) speak(ctx context.Context, pieces <-chan piece) {
 		switch {
 		case p.transcript != "":
 			voice.add(p.transcript)
-			g.postWords(voice.timed(offset, false))
+			g.postWords(voice.timed(speech.Offset(), false))
 			continue
 		case len(p.audio) > 0:
-			voice.begin(offset)
+			voice.begin(speech.Offset())
 			// A speaking model is its own voice.
 			first := g.s.cfg.Clock.Now()
 			d, err := out.enqueue(ctx, p.audio, p.rate)
 			if err != nil {
 				if ctx.Err() == nil {
-					synth.Fail(fmt.Errorf("model audio: %w", err))
+					speech.Fail(fmt.Errorf("model audio: %w", err))
 				}
 				continue
 			}
-			offset += d
+			speech.Queued(d)
 			g.reach(engine.StageReached{Stage: engine.StageQueued, At: out.queuedAt, VoiceFirstAudio: first})
-			g.postWords(voice.timed(offset, false))
+			g.postWords(voice.timed(speech.Offset(), false))
 			continue
 		}
 		if textOnly {
-			g.postWords(wordsAt(p.text, offset, 0))
+			g.postWords(wordsAt(p.text, speech.Offset(), 0))
 			continue
 		}
 		if len(voices) == 0 {
 			continue
 		}
-		if synth.Say(p.text) {
-			offset = g.sayPhrase(ctx, voices, &synth, p.text, offset, &out)
+		if speech.Say(p.text) {
+			g.sayPhrase(ctx, voices, &speech, p.text, &out)
 		}
 	}
 	if ctx.Err() != nil {
 		return
 	}
-	g.postWords(voice.timed(offset, true))
+	g.postWords(voice.timed(speech.Offset(), true))
 	if textOnly {
 		g.s.post(engine.SpeechDone{Epoch: g.epoch})
 		g.s.post(engine.PlayoutFinished{Epoch: g.epoch})
 		return
 	}
 	g.s.player.EndEpoch(g.epoch)
-	g.s.post(synth.Done(g.epoch))
+	g.s.post(speech.Done(g.epoch))
 }
 
-// sayPhrase speaks one phrase, trying again as synth says when the voice
+// sayPhrase speaks one phrase, trying again as speech says when the voice
 // fails: a retry or a backup voice says the whole phrase, so a caller who
-// heard its start hears it begin again rather than a gap. It returns where
-// the phrase's audio ends; synth records it unspoken if no voice could
-// speak it.
-func (g generation) sayPhrase(ctx context.Context, voices []tts.Synthesizer, synth *engine.Synthesis,
-	text string, offset time.Duration, out *outputQueue) time.Duration {
+// heard its start hears it begin again rather than a gap. speech records
+// the phrase unspoken if no voice could speak it.
+func (g generation) sayPhrase(ctx context.Context, voices []tts.Synthesizer, speech *engine.Synthesis,
+	text string, out *outputQueue) {
 	for {
-		var err error
-		offset, err = g.synthesize(ctx, voices[synth.Voice()], text, offset, out)
+		err := g.synthesize(ctx, voices[speech.Voice()], text, speech, out)
 		if err == nil || ctx.Err() != nil {
-			return offset
+			return
 		}
-		wait, failover, ok := synth.Failed(text, err)
+		wait, failover, ok := speech.Failed(text, err)
 		if !ok {
-			return offset
+			return
 		}
 		if failover {
 			g.s.post(engine.ProviderFailover{Provider: "tts", Err: err})
@@ -341,7 +338,7 @@ func (g generation) sayPhrase(ctx context.Context, voices []tts.Synthesizer, syn
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return offset
+			return
 		}
 	}
 }
@@ -352,15 +349,15 @@ func (g generation) postWords(words []tts.WordTiming) {
 	}
 }
 
-// synthesize speaks one phrase from offset on the turn's audio timeline and
-// returns where its audio ends.
-func (g generation) synthesize(ctx context.Context, synth tts.Synthesizer, text string,
-	offset time.Duration, out *outputQueue) (time.Duration, error) {
-	start := offset
+// synthesize speaks one phrase with voice, its audio going on the turn's
+// audio timeline where speech says.
+func (g generation) synthesize(ctx context.Context, voice tts.Synthesizer, text string,
+	speech *engine.Synthesis, out *outputQueue) error {
+	start := speech.Offset()
 	timed := false
 	sctx, stall := g.stallGuard(ctx, "speech synthesis")
-	g.reach(engine.StageReached{Stage: engine.StageFirstPhrase, Provider: providerName(synth)})
-	stream, err := synth.Synthesize(sctx, text)
+	g.reach(engine.StageReached{Stage: engine.StageFirstPhrase, Provider: providerName(voice)})
+	stream, err := voice.Synthesize(sctx, text)
 	for err == nil {
 		var chunk tts.Chunk
 		chunk, err = stream.Recv()
@@ -381,7 +378,7 @@ func (g generation) synthesize(ctx context.Context, synth tts.Synthesizer, text 
 			break
 		}
 		g.reach(engine.StageReached{Stage: engine.StageQueued, At: out.queuedAt, VoiceFirstAudio: first})
-		offset += d
+		speech.Queued(d)
 	}
 	if stream != nil {
 		stream.Close()
@@ -392,13 +389,13 @@ func (g generation) synthesize(ctx context.Context, synth tts.Synthesizer, text 
 		err = cause
 	}
 	// Words without audio were never heard, so they get no timings.
-	if !timed && offset > start {
-		g.postWords(wordsAt(text, start, offset-start))
+	if end := speech.Offset(); !timed && end > start {
+		g.postWords(wordsAt(text, start, end-start))
 	}
 	if errors.Is(err, io.EOF) {
-		return offset, nil
+		return nil
 	}
-	return offset, fmt.Errorf("speech synthesis: %w", err)
+	return fmt.Errorf("speech synthesis: %w", err)
 }
 
 // outputQueue queues a turn's audio on the player, resampled to its rate.

@@ -92,9 +92,6 @@ type generation struct {
 	synth        engine.Synthesis
 	inFlight     bool
 	attemptTimer engine.Timer
-	// offset is where the next phrase's audio goes on the answer's audio
-	// timeline.
-	offset time.Duration
 }
 
 // heldPhrase is a phrase's audio waiting for its answer to be used.
@@ -241,8 +238,8 @@ func (e *edges) attempt(g *generation, at time.Duration) {
 		p := g.phrases[g.next]
 		g.next++
 		dur, spoken := e.synthesize(p)
-		timings := engine.WordsFrom(g.offset, spoken)
-		g.offset += dur
+		timings := engine.WordsFrom(g.synth.Offset(), spoken)
+		g.synth.Queued(dur)
 		if g.held {
 			g.heldAudio = append(g.heldAudio, heldPhrase{dur: dur, words: timings})
 		} else {

@@ -9,13 +9,15 @@ import (
 )
 
 // Synthesis is one answer's way through its voices, phrase by phrase: which
-// voice says the next phrase, what to do when it fails (PhraseTries), and
-// what the caller never heard once no voice could go on. It waits for
+// voice says the next phrase, what to do when it fails (PhraseTries), where
+// its audio goes on the turn's audio timeline, and what the caller never
+// heard once no voice could go on. It waits for
 // nothing and keeps no clock: the live generation edge and the simulator
 // each do the waiting and the speaking, and both ask it what comes next, so
 // a scenario proves what a call does.
 type Synthesis struct {
 	tries    PhraseTries
+	queued   time.Duration
 	failed   error
 	unspoken []string
 }
@@ -45,6 +47,13 @@ func (s *Synthesis) Voice() int { return s.tries.Voice }
 // ErrProviderStalled ends a model or synthesis stream that sent nothing for
 // longer than the session's stall timeout (WithStallTimeout).
 var ErrProviderStalled = errors.New("runtime: provider stalled")
+
+// Offset is where the answer's next audio goes on the turn's audio
+// timeline: how much of it has been queued.
+func (s *Synthesis) Offset() time.Duration { return s.queued }
+
+// Queued notes that d more of the answer's audio was queued.
+func (s *Synthesis) Queued(d time.Duration) { s.queued += d }
 
 // Failed records that the attempt at the phrase text failed with err, and
 // says what to do next, as PhraseTries.Failed does. When no voice is left
