@@ -198,6 +198,6 @@
 //
 // A transport_drop cuts the output at once; the caller's next action brings
 // the line back. A tts_error fails one synthesis (the one in flight at its
-// time, or else the next); the phrase is tried again as
-// engine.PhraseTries says, as a live session does.
+// time, or else the next); the phrase is tried again as engine.Synthesis
+// says, the very rule a live generation follows.
 package sim

@@ -15,6 +15,15 @@
 // sim) drives the very same Core with scripted edges on a VirtualClock,
 // which is how a scenario tests the code that answers calls.
 //
+// What an edge decides, rather than waits for, is here too, so that the
+// live edges and the simulator's take the same decisions: how a model's
+// streamed text becomes phrases and what is said when it fails
+// (AnswerText), which voice says a phrase, when to try again and what went
+// unspoken (Synthesis), and the context a tool body runs in and how its
+// return becomes a ToolOutcome (ToolCall, ToolOutcomeOf). The edges keep
+// only the waiting: goroutines and the wall clock live, a scheduler on the
+// virtual clock in the simulator.
+//
 // Every agent turn gets an epoch. Barge-in cancels the turn's context,
 // flushes the output up to its epoch and truncates the assistant message
 // to the words that were actually played; anything an old epoch produces
