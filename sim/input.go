@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/holdline/holdline/media/aec/levelrule"
 	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/vad"
 )
@@ -21,10 +22,8 @@ const (
 	// so a cough scores like a word.
 	soundScore = 0.9
 	// echoPassesJudge is the echo gain above which the canceller's level
-	// judge, before its filter has learnt the line, cannot tell the echo
-	// from a caller: a line returns echo at least 6 dB down, and frames
-	// 3 dB or more quieter than what was played are taken for echo alone.
-	echoPassesJudge = -3.0
+	// judge, before it knows the line, cannot tell the echo from a caller.
+	echoPassesJudge = levelrule.EchoOnlyDB
 	// farTail is how long after the agent's audio the canceller still
 	// counts the far end as active (its filter's tail).
 	farTail = 20 * time.Millisecond
@@ -200,34 +199,31 @@ func (in *input) echoCounts() bool {
 	return in.r.edges.player.playedTotal(in.r.sched.now()) < e.Learn
 }
 
-// The echo canceller's level rule as media/aec applies it: while the
-// agent's voice can be in a frame, a frame quieter than it by the rule's
-// margin is taken for echo alone. What the rule is depends on what the
-// canceller has measured of the line: before it knows, a line returning
-// echo 6 dB down is assumed (-3 dB); a line found to have no echo (the
-// agent's first pathEvidence of audio did not come back) has no rule; a
-// line whose echo was measured (its delay locked after pathEvidence) takes
-// the echo's gain plus 9 dB, never more than -3 dB, and 12 dB less (at
-// most -15 dB) once the canceller has learnt the line.
+// pathEvidence is how much of the agent's audio the canceller hears
+// before it knows the line: that it has no echo (the audio did not come
+// back), or the echo's delay and gain.
 const pathEvidence = 800 * time.Millisecond
 
+// takenForEcho applies the canceller's level rule (levelrule.Rule) to a
+// caller's sound levelDB relative to the agent's voice, in the frame
+// [from, to): what the canceller knows of the scripted line by then, and
+// whether it has learnt it (its filter converged).
 func (in *input) takenForEcho(levelDB float64, from, to time.Duration) bool {
 	if !in.r.edges.player.playingWithin(to, from-in.echoDelay()-farTail, to) {
 		return false
 	}
 	heard := in.r.edges.player.playedTotal(to)
 	e := in.r.sc.Line.Echo
+	path, gain := levelrule.Unknown, 0.0
 	switch {
 	case heard < pathEvidence:
-		return levelDB <= -3
 	case e == nil:
-		return false
+		path = levelrule.None
+	default:
+		path, gain = levelrule.Present, e.GainDB
 	}
-	rule := min(e.GainDB+9, -3)
-	if heard >= e.Learn {
-		rule = min(rule-12, -15)
-	}
-	return levelDB <= rule
+	rule, ok := levelrule.Rule(path, gain, e != nil && heard >= e.Learn)
+	return ok && levelDB <= rule
 }
 
 func (in *input) echoDelay() time.Duration {

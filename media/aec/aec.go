@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/holdline/holdline/media/aec/levelrule"
 )
 
 // Defaults and limits of the options.
@@ -43,23 +45,17 @@ const (
 	// measured over activeWindow.
 	activeDBFS   = -50.0
 	activeWindow = 10 * time.Millisecond
-	// Until the filter has converged, a frame is taken for echo alone
-	// when it is quieter than the loudest far audio that can echo in it
-	// by echoOnlyDB: a line returns its echo at least 6 dB down (the
-	// G.168 assumption network cancellers make), and 3 dB of that is
-	// margin. Once it has converged the output's residual echo is lower
-	// still, by the filter's enhancement (convergedDB or more), and the
-	// bound is convergedEchoDB. A louder frame is the caller, and is
-	// taken for the caller for talkHangover after, so the quiet parts of
-	// their words count.
-	echoOnlyDB      = -3.0
-	convergedEchoDB = -15.0
-	talkHangover    = 200 * time.Millisecond
+	// A frame is taken for echo alone when it is quieter than the
+	// loudest far audio that can echo in it by the level rule
+	// (levelrule.Rule). A louder frame is the caller, and is taken for
+	// the caller for talkHangover after, so the quiet parts of their
+	// words count.
+	talkHangover = 200 * time.Millisecond
 	// The filter counts as converged once the output has been
 	// convergedDB below the input, over far-active frames, for
 	// convergedFor: an echo return loss enhancement only a working
 	// filter gives.
-	convergedDB  = 12.0
+	convergedDB  = levelrule.ConvergedDB
 	convergedFor = 200 * time.Millisecond
 )
 
@@ -469,11 +465,7 @@ func (c *Canceller) judgeTalk(active bool, farPow float64, out []int16) {
 	c.echoOnly.Store(active && !talk)
 }
 
-var (
-	echoOnlyRatio      = math.Pow(10, echoOnlyDB/10)
-	convergedRatio     = math.Pow(10, convergedDB/10)
-	convergedEchoRatio = math.Pow(10, convergedEchoDB/10)
-)
+var convergedRatio = math.Pow(10, convergedDB/10)
 
 func meanSquare(x []int16) float64 {
 	var sum float64

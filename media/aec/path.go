@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/holdline/holdline/media/aec/levelrule"
 )
 
 // EchoState is what the canceller has found out about the line's echo.
@@ -54,14 +56,6 @@ const (
 	// beyond the longest delay searched, before a line can be judged to
 	// have no echo: any echo would have arrived by then.
 	noEchoAfter = 300 * time.Millisecond
-	// echoMarginDB is how much louder than the measured echo a frame
-	// must be to be the caller before the filter converges: the gain is
-	// fitted to the direct path, and a room's reflections and speech's
-	// swings from frame to frame put some echo frames above it (with 6 dB
-	// the corpus's first turns paused on echo 48% of the time instead of
-	// 42%). The rule is never stricter than the one for an unmeasured
-	// line.
-	echoMarginDB = 9.0
 	// gainFloorDB bounds the level rule on a line whose echo is
 	// measured very weak.
 	gainFloorDB = -40.0
@@ -110,18 +104,16 @@ func (c *Canceller) measureGain(d int64) {
 // loudest far audio that can echo in it a frame must be to be taken for
 // echo alone, as a power ratio; 0 when nothing is taken for echo.
 func (c *Canceller) echoOnlyRatioFor() float64 {
+	path, gain := levelrule.Unknown, 0.0
 	switch EchoState(c.pathState.Load()) {
 	case EchoNone:
-		return 0
+		path = levelrule.None
 	case EchoPresent:
-		g := min(math.Float64frombits(c.pathGain.Load())+echoMarginDB, echoOnlyDB)
-		if c.converged {
-			g = min(g-convergedDB, convergedEchoDB)
-		}
-		return math.Pow(10, g/10)
+		path, gain = levelrule.Present, math.Float64frombits(c.pathGain.Load())
 	}
-	if c.converged {
-		return convergedEchoRatio
+	db, ok := levelrule.Rule(path, gain, c.converged)
+	if !ok {
+		return 0
 	}
-	return echoOnlyRatio
+	return math.Pow(10, db/10)
 }
