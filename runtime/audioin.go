@@ -28,11 +28,6 @@ type echoPather interface{ EchoPath() aec.EchoPath }
 // residual, but not louder than the line's echo of what was played.
 type echoJudge interface{ EchoOnly() bool }
 
-// echoTailMargin is added to the echo canceller's delay estimate to get how
-// long echo may last after the output pauses: the room's decay and the
-// frames in flight.
-const echoTailMargin = 150 * time.Millisecond
-
 // audioInput is the caller-audio edge: echo cancellation, voice activity,
 // the barge-in arbiter and recognition. It runs on the goroutine that calls
 // PushAudio, so the frame path needs no copies and no channel hops; only
@@ -221,7 +216,7 @@ func (a *audioInput) push(ctx context.Context, f media.Frame) error {
 		if a.frame.count++; a.frame.count%25 == 0 {
 			if d, ok := a.aec.Delay(); ok {
 				a.mu.Lock()
-				a.judged.SetEchoTail(d + echoTailMargin)
+				a.judged.SetEchoTail(engine.EchoTail(d))
 				a.mu.Unlock()
 			}
 			if err := a.reportPath(ctx); err != nil {

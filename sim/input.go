@@ -29,9 +29,6 @@ const (
 	farTail = 20 * time.Millisecond
 	// noiseDuration is a noise's length when the file gives none.
 	noiseDuration = 300 * time.Millisecond
-	// echoTailMargin is added to the line's echo delay for the arbiter's
-	// echo tail, as a call adds it to the canceller's delay estimate.
-	echoTailMargin = 150 * time.Millisecond
 )
 
 // input is the caller-audio edge. It judges frames only while something
@@ -76,7 +73,7 @@ func newInput(r *run) *input {
 	in := &input{r: r, judge: engine.NewInputJudge(cfg)}
 	if sc.Line.Echo != nil {
 		// A call's canceller finds the delay within its first seconds.
-		in.judge.SetEchoTail(sc.Line.Echo.Delay + echoTailMargin)
+		in.judge.SetEchoTail(engine.EchoTail(sc.Line.Echo.Delay))
 	}
 	return in
 }
