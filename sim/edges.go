@@ -113,6 +113,8 @@ type toolRun struct {
 	real bool
 	// epoch is the turn that made the call.
 	epoch uint64
+	// src is the source its work is scheduled from.
+	src uint64
 }
 
 func newEdges(r *run) *edges {
@@ -469,7 +471,7 @@ func (e *edges) RunTool(r engine.ToolRun) {
 	e.ncall++
 	src := srcTool + e.ncall
 	tr := &toolRun{call: r.CallID, key: r.Key, tool: r.Tool, spec: spec, dedupe: r.Tool.Dedupe(),
-		real: e.r.bodies != nil && spec.def != nil && !spec.scripted, epoch: r.Epoch}
+		real: e.r.bodies != nil && spec.def != nil && !spec.scripted, epoch: r.Epoch, src: src}
 	e.checkOnce(tr)
 	e.toolRuns[r.Tool.Name()]++
 	e.runs[r.CallID] = tr
@@ -521,8 +523,12 @@ func (e *edges) CancelTool(id string) {
 		return
 	}
 	e.r.sched.cancel(tr.outcome)
-	// A scripted body heeds its context: it returns the context's error.
-	e.finishTool(tr, engine.ToolOutcomeOf(interrupted, id, "", context.Canceled))
+	// A scripted body heeds its context: it returns the context's error,
+	// which reaches the core as its next input, never inside this
+	// command, as a live body's return waits in the mailbox.
+	tr.outcome = e.r.sched.at(e.r.sched.now(), tr.src, func() {
+		e.finishTool(tr, engine.ToolOutcomeOf(interrupted, id, "", context.Canceled))
+	})
 }
 
 // interrupted is a scripted body's context once the cancel policy has

@@ -66,6 +66,8 @@ type run struct {
 	// interrupted epochs, checked after every step: their audio must have
 	// stopped (the core flushed the output).
 	cut []uint64
+	// inCore: the core is handling an input.
+	inCore bool
 }
 
 // toolCache holds built tools across the runs of one scenario: building a
@@ -189,8 +191,17 @@ func (r *run) violate(format string, args ...any) {
 // handle hands one input to the core and checks what must hold after
 // every step.
 func (r *run) handle(in engine.Input) {
+	if r.inCore {
+		// An edge answered a command at once: a live edge's answer waits
+		// in the mailbox until the core is done with the input at hand,
+		// so a run that did this would prove an order no call can have.
+		r.violate("the simulator's edges gave the core %T while it was still handling an input (an edge must answer later)", in)
+		return
+	}
 	n := len(r.out.Events)
+	r.inCore = true
 	r.core.Handle(in)
+	r.inCore = false
 	for _, e := range r.out.Events[n:] {
 		if e.Kind == events.TurnInterrupted {
 			r.cut = append(r.cut, e.Epoch)

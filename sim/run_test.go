@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdline/holdline/events"
 	"github.com/holdline/holdline/llm"
 	"github.com/holdline/holdline/runtime/engine"
 	"github.com/holdline/holdline/tools"
@@ -406,5 +407,36 @@ func TestReadmeScenarioTriedAsANewUserWould(t *testing.T) {
 	if !res.OK() {
 		t.Fatalf("%d of %d runs failed; first: seed %d %s=%v %v", len(res.Failures), res.Runs,
 			res.Failures[0].Seed, res.Failures[0].Param, res.Failures[0].Value, res.Failures[0].Violations)
+	}
+}
+
+// A cancelled scripted body's outcome reaches the core as an input of its
+// own, after the one that cancelled it, as a live body's return waits in
+// the mailbox. When it came inside the cancelling command, the caller's
+// turn that cut the call in and the result the cancel made owed both
+// started an answer at once, and the caller heard them in the other order
+// than the context says (found on this very timing).
+func TestCancelledBodysOutcomeComesAfterTheInputThatCancelledIt(t *testing.T) {
+	sc, err := Load("../examples/scenarios/b4-new-input-preempts-running-tools.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, speculate := int64(289), true
+	res := RunScenario(sc, Options{Seed: &seed, Speculate: &speculate, KeepFirst: true,
+		Set: map[string]time.Duration{"user.1.at": 6541806020 * time.Nanosecond}})
+	if res.Err != "" {
+		t.Fatal(res.Err)
+	}
+	for _, run := range res.Failures {
+		t.Errorf("seed %d: %v", run.Seed, run.Violations)
+	}
+	started := 0
+	for _, e := range res.First.Events {
+		if e.Kind == events.TurnStarted && e.At == 8040*time.Millisecond {
+			started++
+		}
+	}
+	if started != 1 {
+		t.Errorf("%d turns started as the caller's turn cut the calls; want 1, the answer to the caller", started)
 	}
 }
