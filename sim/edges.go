@@ -195,10 +195,8 @@ func (e *edges) failModel(g *generation) {
 	sorry, _ := answer.End(errLLMFault, "")
 	e.r.handle(engine.ModelText{Epoch: g.epoch, Text: sorry})
 	e.r.handle(engine.ModelDone{Epoch: g.epoch, Err: errLLMFault})
-	// A live generation gives the apology to its voice as one phrase; the
-	// simulator still cuts it like the model's text, as the scenarios'
-	// timings (n5-voice-down-on-apology) assume. Known divergence.
-	e.speak(g, sorry, phrases(ModelResponse{Text: sorry}))
+	// The voice gets the apology as one phrase, as a live generation's does.
+	e.speak(g, sorry, []string{sorry})
 }
 
 // speak synthesises the phrases of text one at a time, each ready one TTFB
