@@ -576,6 +576,7 @@ func (e *liveEdges) RunTool(r engine.ToolRun) {
 			done <- call.Outcome(out, err)
 		}()
 		var o engine.ToolOutcome
+		timedOut := false
 		select {
 		case o = <-done:
 		case <-call.Deadline.Done():
@@ -583,6 +584,7 @@ func (e *liveEdges) RunTool(r engine.ToolRun) {
 				return // the session is ending
 			}
 			e.s.post(call.TimedOut())
+			timedOut = true
 			select {
 			case o = <-done: // the late outcome, posted below
 			case <-e.ctx.Done():
@@ -597,6 +599,11 @@ func (e *liveEdges) RunTool(r engine.ToolRun) {
 			if err := e.journal(func(jctx context.Context) error { return e.s.cfg.Journal.WriteOutcome(jctx, rec) }); err != nil {
 				e.s.post(engine.ProviderFailure{Provider: "journal", Err: fmt.Errorf("outcome of %s: %w", r.CallID, err)})
 			}
+		}
+		if timedOut && o.State == tools.StateTimedOut {
+			// The body stopped because of the deadline the core was just
+			// told of: the same timeout, not news.
+			return
 		}
 		e.s.post(o)
 	})

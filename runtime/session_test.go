@@ -535,6 +535,37 @@ func TestHangingToolTimesOut(t *testing.T) {
 	})
 }
 
+// A body that heeds its context ends at its deadline too: the model is
+// told once that the call timed out, never again as a "late outcome" of
+// the same timeout, whichever of the deadline and the body's return the
+// runner sees first.
+func TestToolStoppedByItsDeadlineIsReportedOnce(t *testing.T) {
+	for range 20 {
+		synctest.Test(t, func(t *testing.T) {
+			slow := tools.MustNew("slow", "Takes its time.", func(ctx context.Context, _ hangArgs) (string, error) {
+				<-ctx.Done()
+				return "", ctx.Err()
+			}, tools.WithEffect(tools.Read), tools.WithTimeout(2*time.Second))
+			h := start(t, setup{
+				tools: []*tools.Tool{slow},
+				responses: []scripted.Response{
+					{Text: "Checking.", ToolCalls: []scripted.Call{{Name: "slow"}}},
+					{Text: "Sorry, that took too long."},
+				},
+			})
+			if err := h.s.Inject(context.Background(), "Check."); err != nil {
+				t.Fatal(err)
+			}
+			h.waitFor(events.PlayoutDone, func(e events.Event) bool { return e.Text == "Sorry, that took too long." }, 5*time.Second)
+			h.waitFor(events.Idle, nil, 5*time.Second)
+			synctest.Wait()
+			if late := h.all(events.ToolLateOutcome); len(late) > 0 {
+				t.Fatalf("the timeout was reported again as a late outcome: %+v", late[0])
+			}
+		})
+	}
+}
+
 type bookArgs struct {
 	Party int    `json:"party"`
 	Time  string `json:"time"`
