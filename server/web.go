@@ -4,8 +4,11 @@ import (
 	"embed"
 	"io/fs"
 	"net/http"
+	"strings"
 )
 
+// The web client's files, its modules under web/client among them.
+//
 //go:embed web
 var webFiles embed.FS
 
@@ -22,6 +25,13 @@ func webClient() http.Handler {
 	files := http.FileServerFS(sub)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		webHeaders(w)
+		// Browsers run a module script only when it is served as
+		// JavaScript (nosniff holds them to it), and the file server's type
+		// for .js comes from the system's MIME tables, which may say
+		// otherwise: say it here.
+		if strings.HasSuffix(r.URL.Path, ".js") {
+			w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+		}
 		files.ServeHTTP(w, r)
 	})
 }
