@@ -158,25 +158,36 @@ export function createConnection(page) {
           return;
         } catch (e) {
           if (e.cancelled || userStopped || sessionOver) return;
-          switch (afterFailedResume(e, performance.now() - started, ttl)) {
-            case 'gone':
-              sessionGone();
-              return;
-            case 'auth':
-              setState('error', controls.authProblem(e));
-              return;
-            case 'expired':
-              sessionGone('Could not reconnect in time. The conversation has ended.');
-              return;
-            default:
-              setState('reconnecting', `Connection lost. Reconnecting… (${e.message})`, 'warn');
-              await sleep(retryDelayMs(performance.now() - t0));
+          const verdict = afterFailedResume(e, performance.now() - started, ttl);
+          if (verdict !== 'retry') {
+            giveUp(verdict, e);
+            return;
           }
+          setState('reconnecting', `Connection lost. Reconnecting… (${e.message})`, 'warn');
+          await sleep(retryDelayMs(performance.now() - t0));
         }
       }
     } finally {
       reconnecting = false;
       lossStart = null;
+    }
+  }
+
+  // giveUp ends the try to connect by connection-rules.js's verdict on
+  // the error that ended it.
+  function giveUp(verdict, e) {
+    switch (verdict) {
+      case 'gone':
+        sessionGone();
+        break;
+      case 'expired':
+        sessionGone('Could not reconnect in time. The conversation has ended.');
+        break;
+      case 'auth':
+        setState('error', controls.authProblem(e));
+        break;
+      default:
+        setState('error', e.message || String(e));
     }
   }
 
@@ -246,16 +257,7 @@ export function createConnection(page) {
         await attempt(resuming ? r.token : null);
       } catch (e) {
         if (e.cancelled) throw e;
-        switch (afterFailedConnect(e, resuming)) {
-          case 'gone':
-            sessionGone();
-            break;
-          case 'auth':
-            setState('error', controls.authProblem(e));
-            break;
-          default:
-            setState('error', e.message || String(e));
-        }
+        giveUp(afterFailedConnect(e, resuming), e);
         throw e;
       }
       setConnected();
