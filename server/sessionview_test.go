@@ -35,17 +35,27 @@ func TestSessionViewServesTheTimeline(t *testing.T) {
 	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") {
 		t.Errorf("the page's CSP %q", csp)
 	}
-	for _, want := range []string{`<script src="/timeline.js"`, `<script src="/session.js"`, `href="/timeline.css"`, `id="timeline"`} {
+	for _, want := range []string{`<script src="/timeline-layout.js"`, `<script src="/timeline.js"`, `<script src="/session.js"`, `href="/timeline.css"`, `id="timeline"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %s", want)
 		}
 	}
 	script, style := server.TimelineAssets()
-	for path, want := range map[string]string{"/timeline.js": string(script), "/timeline.css": string(style)} {
+	// The page loads the timeline's scripts, and inspect inlines them, in
+	// the same order: what the two serve is the same.
+	var served strings.Builder
+	for _, path := range []string{"/timeline-layout.js", "/timeline.js"} {
 		resp, body := get(t, hs.URL+path)
-		if resp.StatusCode != http.StatusOK || body != want {
-			t.Errorf("GET %s: %d, %d bytes; want the timeline's %d", path, resp.StatusCode, len(body), len(want))
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s: %d", path, resp.StatusCode)
 		}
+		served.WriteString(body + "\n")
+	}
+	if served.String() != string(script) {
+		t.Errorf("the timeline's scripts served are %d bytes; want the %d inspect inlines", served.Len(), len(script))
+	}
+	if resp, body := get(t, hs.URL+"/timeline.css"); resp.StatusCode != http.StatusOK || body != string(style) {
+		t.Errorf("GET /timeline.css: %d, %d bytes; want the timeline's %d", resp.StatusCode, len(body), len(style))
 	}
 	if !strings.Contains(string(script), "window.HoldlineTimeline") {
 		t.Error("timeline.js does not define HoldlineTimeline")

@@ -4,8 +4,11 @@ import (
 	"embed"
 	"io/fs"
 	"net/http"
+	"strings"
 )
 
+// The web client's files, its modules under web/client among them.
+//
 //go:embed web
 var webFiles embed.FS
 
@@ -22,6 +25,13 @@ func webClient() http.Handler {
 	files := http.FileServerFS(sub)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		webHeaders(w)
+		// Browsers run a module script only when it is served as
+		// JavaScript (nosniff holds them to it), and the file server's type
+		// for .js comes from the system's MIME tables, which may say
+		// otherwise: say it here.
+		if strings.HasSuffix(r.URL.Path, ".js") {
+			w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+		}
 		files.ServeHTTP(w, r)
 	})
 }
@@ -48,15 +58,22 @@ func webHeaders(w http.ResponseWriter) {
 	h.Set("Content-Security-Policy", webCSP)
 }
 
-// TimelineAssets returns the call timeline's script and stylesheet, the
-// ones the live session view loads, for pages that inline them (holdline
-// inspect writes one self-contained file).
+// timelineScripts are the call timeline's scripts, in the order a page
+// loads them: the layout, then the view that draws it.
+var timelineScripts = []string{"web/timeline-layout.js", "web/timeline.js"}
+
+// TimelineAssets returns the call timeline's script (its files joined in
+// load order) and stylesheet, the ones the live session view loads, for
+// pages that inline them (holdline inspect writes one self-contained file).
 func TimelineAssets() (script, style []byte) {
-	script, err := webFiles.ReadFile("web/timeline.js")
-	if err != nil {
-		panic(err) // the embedded tree is fixed at build time
+	for _, name := range timelineScripts {
+		b, err := webFiles.ReadFile(name)
+		if err != nil {
+			panic(err) // the embedded tree is fixed at build time
+		}
+		script = append(append(script, b...), '\n')
 	}
-	style, err = webFiles.ReadFile("web/timeline.css")
+	style, err := webFiles.ReadFile("web/timeline.css")
 	if err != nil {
 		panic(err)
 	}
