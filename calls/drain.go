@@ -195,6 +195,18 @@ func (h *Host) Drain(ctx context.Context, opts ...DrainOption) (DrainReport, err
 			return rep, ctx.Err()
 		}
 	}
+	// A moved call leaves the host before its move reports back: count
+	// the moves still reporting, or the last ones go uncounted.
+	for ; inFlight > 0; inFlight-- {
+		select {
+		case ok := <-moved:
+			if ok {
+				rep.Moved++
+			}
+		case <-ctx.Done():
+			return rep, ctx.Err()
+		}
+	}
 	h.drain.Store(int32(Drained))
 	rep.Took = time.Since(start)
 	h.cfg.log.Info("drained", "worker", h.cfg.worker, "calls", rep.Calls, "moved", rep.Moved, "released", rep.Released, "took", rep.Took.Round(time.Millisecond))
