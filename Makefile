@@ -29,8 +29,12 @@ LIVEKIT_SERVER := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/holdline/livekit-server
 # in real time (make test runs them on their own).
 ECHO_TIMED := TestCarrierGreetingOverAnEchoingLine|TestBargeInThroughTwilio|TestBargeInThroughTelnyxAndPlivo
 # ECHO_TIMED_CLI are serve's carrier calls over an echoing line, on the
-# local recogniser (run on their own as well).
-ECHO_TIMED_CLI := TestTwilioCallToServeBooksOnce|TestTelnyxCallToServeBooksOnce|TestPlivoCallToServeBooksOnce
+# local recogniser, and the drain that times the gap a moved browser call
+# hears (run on their own as well).
+ECHO_TIMED_CLI := TestTwilioCallToServeBooksOnce|TestTelnyxCallToServeBooksOnce|TestPlivoCallToServeBooksOnce|TestSIGTERMDrainsTheWorkerAndItsCallMovesToAnother
+# MOVE_TIMED is the server's drain of eight WebRTC calls, which times the
+# gap each caller hears while it moves (run on its own).
+MOVE_TIMED := TestDrainMovesEveryWebRTCCall
 # LIVEKIT_TIMED are the LiveKit tests that time barge-in at the caller or
 # count every caller's turn answered in real time (run on their own too).
 LIVEKIT_TIMED := TestBargeInThroughLiveKit|TestLiveKitRoomsBenchmarkRuns
@@ -94,12 +98,13 @@ vet:
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$unformatted" ]; then echo "not gofmt-ed (gofmt -w them):"; echo "$$unformatted"; exit 1; fi
 
 test: test-deps models vet build
-	HOLDLINE_MODELS_DIR=$(MODELS_DIR) HOLDLINE_REQUIRE_MODELS=1 $(GO) test -race -count=1 -timeout 20m -artifacts -skip '^(TestBrowser|TestCluster|$(ECHO_TIMED)|$(ECHO_TIMED_CLI)|$(LIVEKIT_TIMED))' ./...
+	HOLDLINE_MODELS_DIR=$(MODELS_DIR) HOLDLINE_REQUIRE_MODELS=1 $(GO) test -race -count=1 -timeout 20m -artifacts -skip '^(TestBrowser|TestCluster|$(ECHO_TIMED)|$(ECHO_TIMED_CLI)|$(LIVEKIT_TIMED)|$(MOVE_TIMED))' ./...
 	# The carrier tests that time an echoing line's barge-in in real time:
 	# alone, as the browser tests below, not beside every other package.
 	HOLDLINE_MODELS_DIR=$(MODELS_DIR) HOLDLINE_REQUIRE_MODELS=1 $(GO) test -race -count=1 -timeout 5m -run '^($(ECHO_TIMED))$$' ./carrier
 	HOLDLINE_MODELS_DIR=$(MODELS_DIR) HOLDLINE_REQUIRE_MODELS=1 $(GO) test -race -count=1 -timeout 5m -run '^($(ECHO_TIMED_CLI))$$' ./cli
 	HOLDLINE_MODELS_DIR=$(MODELS_DIR) HOLDLINE_REQUIRE_MODELS=1 $(GO) test -race -count=1 -timeout 5m -run '^($(LIVEKIT_TIMED))$$' ./livekit
+	HOLDLINE_MODELS_DIR=$(MODELS_DIR) HOLDLINE_REQUIRE_MODELS=1 $(GO) test -race -count=1 -timeout 5m -run '^($(MOVE_TIMED))$$' ./server
 	# The browser tests time the agent's audio at the page in real time: run
 	# alone, not beside every other package's tests on two cores.
 	HOLDLINE_MODELS_DIR=$(MODELS_DIR) HOLDLINE_REQUIRE_MODELS=1 $(GO) test -race -count=1 -timeout 15m -artifacts -run '^TestBrowser' ./cli
