@@ -76,6 +76,8 @@ type room struct {
 
 	callerC    chan struct{} // closed once the caller is chosen
 	callerOnce sync.Once
+	startedC   chan struct{} // closed once the call has started (hc is set)
+	leftC      chan struct{} // closed as the agent leaves the room
 	lostC      chan struct{} // the connection to the server ended (one pending signal)
 	chatSem    chan struct{}
 
@@ -109,8 +111,10 @@ func (t *Transport) Serve(ctx context.Context, job Job) error {
 	r := &room{
 		t: t, job: job,
 		log:     t.cfg.log.With("room", job.Room, "job", job.ID),
-		callerC: make(chan struct{}),
-		lostC:   make(chan struct{}, 1),
+		callerC:  make(chan struct{}),
+		startedC: make(chan struct{}),
+		leftC:    make(chan struct{}),
+		lostC:    make(chan struct{}, 1),
 		chatSem: make(chan struct{}, maxChatReaders),
 		ignored: map[string]bool{},
 	}
@@ -185,6 +189,7 @@ func (r *room) start(ctx context.Context) (*calls.Call, error) {
 	r.hc = hc
 	up := r.up
 	r.mu.Unlock()
+	close(r.startedC)
 	if up {
 		hc.Connected()
 	}
@@ -316,6 +321,7 @@ func (r *room) leave() {
 	r.mu.Lock()
 	r.leaving = true
 	r.mu.Unlock()
+	close(r.leftC)
 	r.dropCaller()
 	if lk := r.lk.Swap(nil); lk != nil {
 		lk.Disconnect()
@@ -592,7 +598,7 @@ func dtmfDigit(d *lkproto.SipDTMF) rune {
 // onChat injects the caller's typed input as the caller's turn.
 func (r *room) onChat(reader *lksdk.TextStreamReader, identity string) {
 	r.mu.Lock()
-	hc, caller, leaving := r.hc, r.caller, r.leaving
+	leaving := r.leaving
 	if !leaving {
 		r.wg.Add(1)
 	}
@@ -602,7 +608,23 @@ func (r *room) onChat(reader *lksdk.TextStreamReader, identity string) {
 	}
 	go func() {
 		defer r.wg.Done()
-		if identity != caller || hc == nil {
+		// Typed input can come before the call has started (the caller
+		// typed as the agent joined, or the room's job moved here a
+		// moment ago): it waits for the call, as the caller does.
+		wait := time.NewTimer(r.t.cfg.callerTimeout + callTimeout)
+		defer wait.Stop()
+		select {
+		case <-r.startedC:
+		case <-r.leftC:
+			return
+		case <-wait.C:
+			r.log.Warn("typed input dropped: the call did not start in time", "participant", identity)
+			return
+		}
+		r.mu.Lock()
+		hc, caller := r.hc, r.caller
+		r.mu.Unlock()
+		if identity != caller {
 			r.ignore("chat/"+identity, "typed input from someone other than the caller is ignored", "participant", identity)
 			return
 		}
