@@ -110,13 +110,13 @@ func (t *Transport) Serve(ctx context.Context, job Job) error {
 	}
 	r := &room{
 		t: t, job: job,
-		log:     t.cfg.log.With("room", job.Room, "job", job.ID),
+		log:      t.cfg.log.With("room", job.Room, "job", job.ID),
 		callerC:  make(chan struct{}),
 		startedC: make(chan struct{}),
 		leftC:    make(chan struct{}),
 		lostC:    make(chan struct{}, 1),
-		chatSem: make(chan struct{}, maxChatReaders),
-		ignored: map[string]bool{},
+		chatSem:  make(chan struct{}, maxChatReaders),
+		ignored:  map[string]bool{},
 	}
 	r.agentTrack.Store("")
 	if err := r.join(ctx); err != nil {
