@@ -464,6 +464,9 @@ func TestStreamDropIsALostConnection(t *testing.T) {
 	defer cancel()
 	p := dialScripted(t, ctx, r, carriertest.Config{AuthToken: authToken})
 	waitFor(t, ctx, "the call", func() bool { return r.host.Len() == 1 })
+	// The call is running (its agent greets): a stream dropped before
+	// then ends a session that never ran, and has no connection to lose.
+	waitFor(t, ctx, "the greeting", func() bool { _, ok := rec.first(events.TurnStarted); return ok })
 	p.Conn().CloseNow()
 	waitFor(t, ctx, "the call to end", func() bool { return r.host.Len() == 0 })
 	r.log.waitLog(t, "the stream dropped")
