@@ -50,12 +50,17 @@ func interrupt(p tools.Policy) string {
 			close(running)
 			select {
 			case <-release:
-				body <- "the body finished"
-				return "booked B-7", nil
 			case <-ctx.Done():
-				body <- "the body was cancelled"
-				return "", ctx.Err()
 			}
+			// A cancel comes before the release (the caller's "Wait!"
+			// cancels the call in the step that asks the model about it),
+			// but both may be ready by the time the body looks.
+			if err := ctx.Err(); err != nil {
+				body <- "the body was cancelled"
+				return "", err
+			}
+			body <- "the body finished"
+			return "booked B-7", nil
 		},
 		tools.WithEffect(tools.Mutation),
 		tools.WithInterruptPolicy(p),
